@@ -1,0 +1,64 @@
+// Pure. The values that cross between the scheduler and an executor: one step's plan and
+// its result. There are no prefill or decode phases: a sequence contributes a number of
+// tokens (a prompt chunk, or its one newest token) and says whether to sample after them.
+//
+//   block_table of a sequence (block_size = 4), positions 0..9 in use:
+//     table[0] -> block 7 : pos 0..3
+//     table[1] -> block 2 : pos 4..7
+//     table[2] -> block 9 : pos 8..9 (+2 free slots)
+//   token at position p lives in block table[p / block_size], slot p % block_size.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sampling_params.hpp"
+#include "engine/types.hpp"
+
+namespace conveyor {
+
+/// One sequence's share of a step.
+struct scheduled_seq {
+  seq_id id = 0;
+  /// Tokens of this sequence already in the KV cache; `tokens[i]` sits at position
+  /// num_computed_tokens + i.
+  int32_t num_computed_tokens = 0;
+  /// Tokens to compute this step: a prompt chunk, or the last sampled token.
+  std::vector<token_id> tokens;
+  /// Every block of the sequence in order; covers num_computed_tokens + tokens.size() positions.
+  std::vector<block_id> block_table;
+  /// True when this chunk ends at the newest known token: sample the next one from its logits.
+  bool sample = false;
+  /// How to sample (used only when `sample`).
+  sampling_params sampling;
+};
+
+/// Everything the executor needs for one fused forward step.
+struct step_plan {
+  uint64_t step_id = 0;
+  std::vector<scheduled_seq> seqs;
+
+  /// Total tokens computed this step (the step's "batch size" in tokens).
+  int32_t num_tokens() const {
+    int32_t n = 0;
+    for (const auto& s : seqs) n += static_cast<int32_t>(s.tokens.size());
+    return n;
+  }
+};
+
+/// One sampled token.
+struct sampled_token {
+  seq_id id = 0;
+  token_id token = 0;
+  /// Natural log of the chosen token's probability under the unmodified distribution
+  /// (softmax of the raw logits, before temperature and truncation).
+  float logprob = 0.0f;
+};
+
+/// What one step produced: one entry per sequence with `sample`, in plan order.
+struct step_result {
+  uint64_t step_id = 0;
+  std::vector<sampled_token> sampled;
+};
+
+} // namespace conveyor

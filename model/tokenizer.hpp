@@ -1,0 +1,96 @@
+// Byte-level BPE tokenizer built from GGUF metadata (tokenizer.ggml.model = "gpt2"), with the
+// pre-tokenizers smollm, llama3 (llama-bpe) and gpt2 (model-format.md §5), special tokens,
+// streaming detokenization, and ChatML chat formatting.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/types.hpp"
+
+namespace conveyor::model {
+
+class gguf_file;
+
+/// An unsupported or inconsistent tokenizer. what() names the file or key and the problem.
+struct tokenizer_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Token kinds as in tokenizer.ggml.token_type.
+enum class token_kind : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+
+/// The raw vocabulary as stored in GGUF metadata.
+struct vocab_data {
+  std::string model = "gpt2";   ///< tokenizer.ggml.model
+  std::string pre = "default";  ///< tokenizer.ggml.pre
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_types;  ///< empty = all normal
+  std::vector<std::string> merges;   ///< "left right"
+  token_id bos = -1, eos = -1, unk = -1, pad = -1;
+  bool add_bos = false, add_eos = false;
+  std::string chat_template;  ///< tokenizer.chat_template, may be empty
+};
+
+class tokenizer {
+public:
+  /// Throws tokenizer_error for an unsupported model/pre type or inconsistent data.
+  explicit tokenizer(vocab_data v);
+  /// Reads vocab_data from the file's metadata. Throws tokenizer_error naming the file.
+  static tokenizer from_gguf(const gguf_file& f);
+  tokenizer(tokenizer&&) noexcept;
+  ~tokenizer();
+
+  /// Text to ids. parse_special: control tokens written in the text become single ids.
+  /// add_special: prepend BOS / append EOS when the vocabulary says so.
+  std::vector<token_id> encode(std::string_view text, bool parse_special, bool add_special = true) const;
+  /// The bytes of one token (control tokens give "" unless `special`).
+  std::string piece(token_id id, bool special = false) const;
+  /// Ids to text (may contain broken UTF-8 at the end if the ids end mid-character).
+  std::string decode(std::span<const token_id> ids, bool special = false) const;
+
+  int32_t vocab_size() const;
+  token_id bos() const;
+  token_id eos() const;
+  /// End-of-generation ids: eos plus <|endoftext|>, <|im_end|>, <|eot_id|> when present.
+  const std::vector<token_id>& eog_ids() const;
+  bool is_eog(token_id id) const;
+  token_kind kind(token_id id) const;
+  const std::string& chat_template() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+/// Turns a stream of ids into text deltas that never split a UTF-8 character.
+class stream_decoder {
+public:
+  explicit stream_decoder(const tokenizer& t) : tok_(&t) {}
+  /// Appends one token; returns the text that became complete (possibly empty).
+  std::string push(token_id id);
+  /// Whatever is still held (an incomplete character at the end of the stream), as is.
+  std::string flush();
+
+private:
+  const tokenizer* tok_;
+  std::string pending_;
+};
+
+struct chat_message {
+  std::string role;
+  std::string content;
+};
+
+/// Renders messages with the ChatML template ("<|im_start|>{role}\n{content}<|im_end|>\n" each),
+/// plus "<|im_start|>assistant\n" when add_generation_prompt. If `chat_template` (the GGUF's
+/// Jinja text) injects a default system message when the first message is not a system one,
+/// as SmolLM2's does, that message is injected too.
+std::string format_chatml(std::span<const chat_message> messages, std::string_view chat_template,
+                          bool add_generation_prompt = true);
+
+} // namespace conveyor::model

@@ -1,0 +1,20 @@
+// The `conveyor` command: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"conveyor: an LLM serving runtime for data pipelines"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  conveyor::tools::register_fetch(app, exit_code);
+  conveyor::tools::register_generate(app, exit_code);
+  conveyor::tools::register_sim(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return exit_code;
+}
