@@ -9,7 +9,6 @@ class App;
 namespace conveyor::tools {
 
 /// Exit codes: 0 success, 1 runtime failure, 2 bad input (file, flag or config).
-void register_fetch(CLI::App& app, int& exit_code);
 void register_generate(CLI::App& app, int& exit_code);
 void register_sim(CLI::App& app, int& exit_code);
 

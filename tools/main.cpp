@@ -7,7 +7,6 @@ int main(int argc, char** argv) {
   CLI::App app{"conveyor: an LLM serving runtime for data pipelines"};
   app.require_subcommand(1);
   int exit_code = 0;
-  conveyor::tools::register_fetch(app, exit_code);
   conveyor::tools::register_generate(app, exit_code);
   conveyor::tools::register_sim(app, exit_code);
   try {

@@ -1,0 +1,174 @@
+#include "model/cpu_executor.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "model/cpu_ops.hpp"
+#include "model/gguf.hpp"
+
+namespace conveyor::model {
+namespace {
+
+// C(m, n) = A(m, k) · B(n, k)^T + beta C, all row-major: a linear layer over m tokens.
+void linear(const float* a, const float* b, float* c, int32_t m, int32_t n, int32_t k, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, beta, c, n);
+}
+
+[[noreturn]] void bad_plan(const std::string& what) { throw std::invalid_argument("malformed step plan: " + what); }
+
+} // namespace
+
+cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
+    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::load(f, cfg_)) {
+  if (o.block_size <= 0 || o.block_size > 1024) throw model_error("block_size must be in 1..1024");
+  const int64_t per_block = paged_kv::block_bytes(cfg_.n_layer, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
+  const int64_t blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / per_block;
+  if (blocks < 1 || blocks > (int64_t{1} << 30))
+    throw model_error("kv_cache_bytes " + std::to_string(o.kv_cache_bytes) + " holds no KV block (one block takes " +
+                      std::to_string(per_block) + " bytes); raise kv_cache_bytes");
+  info_.num_kv_blocks = static_cast<int32_t>(blocks);
+  info_.block_size = o.block_size;
+  info_.vocab_size = cfg_.vocab_size;
+  info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
+  info_.device = "cpu";
+  kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
+}
+
+void cpu_executor::check_plan(const step_plan& plan) const {
+  const int32_t bs = info_.block_size;
+  for (const auto& s : plan.seqs) {
+    const std::string who = "sequence " + std::to_string(s.id);
+    if (s.tokens.empty()) bad_plan(who + " has no tokens");
+    if (s.num_computed_tokens < 0) bad_plan(who + " has negative num_computed_tokens");
+    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    if (end > info_.max_model_len) bad_plan(who + " reaches position " + std::to_string(end) + " past max_model_len");
+    if (end > static_cast<int64_t>(s.block_table.size()) * bs) bad_plan(who + " has too few blocks for its positions");
+    for (block_id b : s.block_table)
+      if (b < 0 || b >= info_.num_kv_blocks) bad_plan(who + " uses unknown block " + std::to_string(b));
+    for (token_id t : s.tokens)
+      if (t < 0 || t >= cfg_.vocab_size) bad_plan(who + " has token id " + std::to_string(t) + " outside the vocabulary");
+  }
+}
+
+void cpu_executor::flatten(const step_plan& plan) {
+  tok_.clear();
+  pos_.clear();
+  table_.clear();
+  for (const auto& s : plan.seqs)
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      tok_.push_back(s.tokens[i]);
+      pos_.push_back(s.num_computed_tokens + static_cast<int32_t>(i));
+      table_.push_back(s.block_table.data());
+    }
+}
+
+step_result cpu_executor::step(const step_plan& plan) {
+  check_plan(plan);
+  flatten(plan);
+  const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, half = cfg_.n_rot / 2;
+  x_.resize(static_cast<size_t>(T) * d);
+  for (int32_t t = 0; t < T; ++t)
+    std::memcpy(&x_[static_cast<size_t>(t) * d], &w_.token_embd[static_cast<size_t>(tok_[t]) * d], sizeof(float) * d);
+  rope_cos_.resize(static_cast<size_t>(T) * half);
+  rope_sin_.resize(static_cast<size_t>(T) * half);
+  const float* ff = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+  for (int32_t t = 0; t < T; ++t)
+    rope_angles(pos_[t], cfg_.n_rot, cfg_.rope_theta, ff, &rope_cos_[static_cast<size_t>(t) * half],
+                &rope_sin_[static_cast<size_t>(t) * half]);
+
+  for (int32_t l = 0; l < cfg_.n_layer; ++l) {
+    attention_block(l);
+    ffn_block(l);
+  }
+
+  // Final norm and LM head only for the rows that sample.
+  std::vector<int32_t> rows;
+  int32_t row = 0;
+  for (const auto& s : plan.seqs) {
+    row += static_cast<int32_t>(s.tokens.size());
+    if (s.sample) rows.push_back(row - 1);
+  }
+  const int32_t S = static_cast<int32_t>(rows.size()), V = cfg_.vocab_size;
+  h_.resize(static_cast<size_t>(std::max(S, 1)) * d);
+  for (int32_t i = 0; i < S; ++i)
+    rms_norm(&x_[static_cast<size_t>(rows[i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
+  logits_.resize(static_cast<size_t>(S) * V);
+  if (S > 0) linear(h_.data(), w_.lm_head(), logits_.data(), S, V, d, 0.0f);
+
+  step_result r;
+  r.step_id = plan.step_id;
+  int32_t i = 0;
+  for (const auto& s : plan.seqs) {
+    if (!s.sample) continue;
+    std::span<const float> lg(&logits_[static_cast<size_t>(i++) * V], static_cast<size_t>(V));
+    const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    const sample_result sr = sample_token(lg, s.sampling, position, scratch_);
+    r.sampled.push_back({s.id, sr.token, sr.logprob});
+  }
+  return r;
+}
+
+void cpu_executor::attention_block(int32_t l) {
+  const layer_weights& L = w_.layers[static_cast<size_t>(l)];
+  const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, hd = cfg_.head_dim;
+  const int32_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd, width = nq + 2 * nkv, half = cfg_.n_rot / 2;
+  h_.resize(static_cast<size_t>(T) * d);
+  for (int32_t t = 0; t < T; ++t)
+    rms_norm(&x_[static_cast<size_t>(t) * d], L.attn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
+  qkv_.resize(static_cast<size_t>(T) * width);
+  linear(h_.data(), L.wqkv.data(), qkv_.data(), T, width, d, 0.0f);
+
+  const int32_t bs = info_.block_size;
+  for (int32_t t = 0; t < T; ++t) {
+    float* q = &qkv_[static_cast<size_t>(t) * width];
+    const float* c = &rope_cos_[static_cast<size_t>(t) * half];
+    const float* s = &rope_sin_[static_cast<size_t>(t) * half];
+    rope_apply(q, cfg_.n_head, hd, cfg_.n_rot, c, s);
+    rope_apply(q + nq, cfg_.n_head_kv, hd, cfg_.n_rot, c, s);
+    const block_id b = table_[t][pos_[t] / bs];
+    float* kd = kv_->k(l, b, pos_[t] % bs);
+    float* vd = kv_->v(l, b, pos_[t] % bs);
+    std::memcpy(kd, q + nq, sizeof(float) * nkv);
+    std::memcpy(vd, q + nq + nkv, sizeof(float) * nkv);
+    round_to_fp16(kd, nkv);
+    round_to_fp16(vd, nkv);
+  }
+
+  // Every token's keys are in the cache now, so attention of token t over 0..pos[t] is causal.
+  const int32_t max_pos = *std::max_element(pos_.begin(), pos_.end());
+  const int32_t group = cfg_.n_head / cfg_.n_head_kv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  attn_.resize(static_cast<size_t>(T) * nq);
+  scores_.resize(static_cast<size_t>(omp_get_max_threads()) * (max_pos + 1));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int32_t th = 0; th < T * cfg_.n_head; ++th) {
+    const int32_t t = th / cfg_.n_head, h = th % cfg_.n_head;
+    float* sc = &scores_[static_cast<size_t>(omp_get_thread_num()) * (max_pos + 1)];
+    kv_->attend(l, table_[t], pos_[t], h / group, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
+                &attn_[static_cast<size_t>(t) * nq + h * hd], sc);
+  }
+  linear(attn_.data(), L.wo.data(), x_.data(), T, d, nq, 1.0f);  // x += attn · Wo^T
+}
+
+void cpu_executor::ffn_block(int32_t l) {
+  const layer_weights& L = w_.layers[static_cast<size_t>(l)];
+  const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, ff = cfg_.n_ff;
+  for (int32_t t = 0; t < T; ++t)
+    rms_norm(&x_[static_cast<size_t>(t) * d], L.ffn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
+  gu_.resize(static_cast<size_t>(T) * 2 * ff);
+  linear(h_.data(), L.w_gate_up.data(), gu_.data(), T, 2 * ff, d, 0.0f);
+  act_.resize(static_cast<size_t>(T) * ff);
+  for (int32_t t = 0; t < T; ++t) {
+    const float* g = &gu_[static_cast<size_t>(t) * 2 * ff];
+    silu_mul(g, g + ff, &act_[static_cast<size_t>(t) * ff], ff);
+  }
+  linear(act_.data(), L.w_down.data(), x_.data(), T, d, ff, 1.0f);  // x += act · Wdown^T
+}
+
+} // namespace conveyor::model

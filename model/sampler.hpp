@@ -1,0 +1,36 @@
+// Draws the next token from one row of logits. Pure function of (logits, params, position):
+// the uniform draw comes from a counter-based generator keyed by the request's seed and the
+// absolute position of the token being sampled, so results never depend on batch composition
+// and replay exactly after a preemption.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.hpp"
+#include "engine/types.hpp"
+
+namespace conveyor::model {
+
+struct sample_result {
+  token_id token = 0;
+  /// log-probability of `token` under softmax(raw logits).
+  float logprob = 0.0f;
+};
+
+/// A uniform number in [0, 1) determined by (seed, position) alone.
+double sample_coin(uint64_t seed, int64_t position);
+
+/// Reusable buffers so sampling allocates nothing per call.
+struct sampler_scratch {
+  std::vector<std::pair<float, token_id>> cand;
+};
+
+/// Greedy when temperature == 0 (ties go to the lowest id). Otherwise, in order: divide by
+/// temperature, keep the top_k most likely, keep the smallest nucleus reaching top_p, drop those
+/// below min_p x the best probability, renormalise and draw with sample_coin(seed, position).
+sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
+                           sampler_scratch& scratch);
+
+} // namespace conveyor::model
