@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Sets up conveyor on a Debian 12 machine: installs the Debian and Python packages it needs,
+# builds it (build/), and fetches the default model. Idempotent; quiet unless something fails.
+# Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+log=$(mktemp /tmp/conveyor-setup.XXXXXX.log)
+step() {
+  local what=$1; shift
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup.sh: $what failed. Last lines of $log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+}
+
+packages=(build-essential cmake ccache pkg-config git ca-certificates python3 python3-venv python3-pip
+  libopenblas-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libboost-test-dev libbenchmark-dev
+  libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev libspdlog-dev libcpp-httplib-dev)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: installing ${missing[*]} needs root; run it as root" >&2; exit 1; }
+    sudo=sudo
+  fi
+  step "apt-get update" $sudo apt-get update -q
+  step "apt-get install ${missing[*]}" env DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+# Python: the model fetcher, the client and the tools' scripts run from .venv.
+if [ ! -x .venv/bin/python ] || [ requirements.txt -nt .venv/.installed ]; then
+  step "python venv" python3 -m venv .venv
+  step "pip install -r requirements.txt" .venv/bin/pip install -q -r requirements.txt
+  touch .venv/.installed
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+step "cmake configure" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+step "build" cmake --build build -j "$jobs"
+step "fetch smollm2" .venv/bin/python tools/fetch_model.py smollm2
