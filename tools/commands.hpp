@@ -11,5 +11,6 @@ namespace conveyor::tools {
 /// Exit codes: 0 success, 1 runtime failure, 2 bad input (file, flag or config).
 void register_generate(CLI::App& app, int& exit_code);
 void register_sim(CLI::App& app, int& exit_code);
+void register_step_bench(CLI::App& app, int& exit_code);
 
 } // namespace conveyor::tools

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   conveyor::tools::register_generate(app, exit_code);
   conveyor::tools::register_sim(app, exit_code);
+  conveyor::tools::register_step_bench(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

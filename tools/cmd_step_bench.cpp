@@ -1,0 +1,100 @@
+// `conveyor step-bench`: the CPU executor's raw step throughput. For each batch size B it
+// fills B sequences with a --context-token prompt, then times decode steps of B tokens (one
+// per sequence); it also times one --prompt-len prefill. Prints a table; --json FILE writes it.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "model/cpu_executor.hpp"
+#include "model/gguf.hpp"
+#include "model/model_path.hpp"
+#include "tools/commands.hpp"
+
+namespace conveyor::tools {
+namespace {
+
+struct step_bench_opts {
+  std::string model = "smollm2";
+  std::vector<int32_t> batches{1, 8, 32, 128};
+  int32_t context = 128, steps = 16, prompt_len = 512;
+  std::string json_path;
+};
+
+using clock_type = std::chrono::steady_clock;
+
+// One plan with `n` sequences, each computing `len` tokens after `computed` cached ones.
+step_plan make_plan(int32_t n, int32_t computed, int32_t len, int32_t blocks_per_seq, int32_t vocab) {
+  step_plan p;
+  for (int32_t s = 0; s < n; ++s) {
+    scheduled_seq q;
+    q.id = static_cast<seq_id>(s);
+    q.num_computed_tokens = computed;
+    for (int32_t i = 0; i < len; ++i) q.tokens.push_back((1000 + 7 * (s + computed + i)) % vocab);
+    for (int32_t b = 0; b < blocks_per_seq; ++b) q.block_table.push_back(s * blocks_per_seq + b);
+    q.sample = true;
+    q.sampling.temperature = 0.0f;
+    p.seqs.push_back(std::move(q));
+  }
+  return p;
+}
+
+double time_ms(model::cpu_executor& ex, const step_plan& p) {
+  const auto t0 = clock_type::now();
+  ex.step(p);
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+int run_step_bench(const step_bench_opts& o) {
+  auto file = model::gguf_file::open(model::resolve_model(o.model));
+  int32_t max_b = 1;
+  for (int32_t b : o.batches) max_b = std::max(max_b, b);
+  model::cpu_executor_options eo;
+  const int32_t per_seq = (std::max(o.context + o.steps, o.prompt_len) + eo.block_size - 1) / eo.block_size;
+  eo.num_kv_blocks = per_seq * max_b;
+  model::cpu_executor ex(file, eo);
+  const int32_t vocab = ex.info().vocab_size;
+  nlohmann::json out{{"model", ex.config().name}, {"context", o.context}, {"prompt_len", o.prompt_len}};
+
+  time_ms(ex, make_plan(1, 0, o.prompt_len, per_seq, vocab));  // warm-up
+  const double prefill_ms = time_ms(ex, make_plan(1, 0, o.prompt_len, per_seq, vocab));
+  out["prefill"] = {{"tokens", o.prompt_len}, {"ms", prefill_ms}, {"tokens_per_s", 1000.0 * o.prompt_len / prefill_ms}};
+  std::printf("prefill: %d tokens in %.1f ms = %.1f tokens/s\n\n", o.prompt_len, prefill_ms, 1000.0 * o.prompt_len / prefill_ms);
+  std::printf("%8s %14s %18s\n", "batch", "step ms", "decode tokens/s");
+  for (int32_t b : o.batches) {
+    time_ms(ex, make_plan(b, 0, o.context, per_seq, vocab));  // fill the context of every sequence
+    double total = 0;
+    for (int32_t s = 0; s < o.steps; ++s) total += time_ms(ex, make_plan(b, o.context + s, 1, per_seq, vocab));
+    const double step_ms = total / o.steps;
+    std::printf("%8d %14.2f %18.1f\n", b, step_ms, 1000.0 * b / step_ms);
+    out["decode"].push_back({{"batch", b}, {"step_ms", step_ms}, {"tokens_per_s", 1000.0 * b / step_ms}});
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
+  return 0;
+}
+
+} // namespace
+
+void register_step_bench(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<step_bench_opts>();
+  CLI::App* cmd = app.add_subcommand("step-bench", "Time the CPU executor's prefill and decode steps at several batch sizes");
+  cmd->add_option("--model,-m", o->model, "Model name or GGUF path")->capture_default_str();
+  cmd->add_option("--batches", o->batches, "Decode tokens per step to time")->delimiter(',')->capture_default_str();
+  cmd->add_option("--context", o->context, "Tokens already in each sequence's KV cache")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Decode steps timed per batch size")->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Tokens in the timed prefill")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
+  cmd->callback([o, &exit_code] {
+    try {
+      exit_code = run_step_bench(*o);
+    } catch (const std::exception& e) {
+      std::cerr << "conveyor step-bench: " << e.what() << "\n";
+      exit_code = 2;
+    }
+  });
+}
+
+} // namespace conveyor::tools
