@@ -1,0 +1,82 @@
+// Pure. The scheduler's and the KV cache's settings: plain structs, one field per knob, names
+// as in vLLM. Derived values (the number of KV blocks) are not stored here: they are computed
+// once at start-up and passed to the constructors beside these structs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace conveyor {
+
+/// Order of the waiting queue and choice of preemption victims.
+enum class scheduling_policy {
+  /// First come, first served; the victim is the newest running sequence.
+  fcfs,
+  /// Lower `priority` value first, ties by arrival; the victim is the lowest-priority
+  /// (largest value) running sequence, ties to the newest.
+  priority,
+};
+
+/// How batches are formed.
+enum class batching_mode {
+  /// Iteration-level: every step admits waiting jobs while the budgets allow.
+  continuous,
+  /// A batch is formed from the queue, runs until every member finishes, and only then is the
+  /// next one admitted. Exists to measure what continuous batching buys.
+  static_batch,
+};
+
+/// Returns "fcfs" / "priority".
+const char* to_string(scheduling_policy policy);
+/// Returns "continuous" / "static".
+const char* to_string(batching_mode mode);
+/// Parses "fcfs" / "priority"; nullopt for anything else.
+std::optional<scheduling_policy> parse_scheduling_policy(const std::string& text);
+/// Parses "continuous" / "static"; nullopt for anything else.
+std::optional<batching_mode> parse_batching_mode(const std::string& text);
+
+struct scheduler_config {
+  /// Most sequences in one step (running set size). Unit: sequences. Default 256, >= 1.
+  int32_t max_num_seqs = 256;
+  /// Most tokens computed in one step, over all sequences (the token budget; prompts longer
+  /// than what is left are chunked). Unit: tokens. Default 2048, >= 1.
+  int32_t max_num_batched_tokens = 2048;
+  /// Longest sequence, prompt + output. Unit: tokens. Default 2048, >= 1, and at most what the
+  /// KV pool holds (num_kv_blocks * block_size).
+  int32_t max_model_len = 2048;
+  /// Waiting-queue order and preemption victims. Default fcfs.
+  scheduling_policy policy = scheduling_policy::fcfs;
+  /// continuous | static. Default continuous.
+  batching_mode batching = batching_mode::continuous;
+  /// Most jobs waiting (queued or preempted) before submit answers `overloaded`.
+  /// Unit: jobs. Default unset (unbounded); when set, >= 1.
+  std::optional<int32_t> max_num_queued_reqs;
+  /// Most prompt tokens waiting before submit answers `overloaded`. Unit: tokens.
+  /// Default unset (unbounded); when set, >= 1.
+  std::optional<int64_t> max_num_queued_tokens;
+
+  /// Returns an empty string when valid, else a message naming the field, its value and the fix.
+  std::string validate() const;
+};
+
+struct cache_config {
+  /// Token slots per KV block. Unit: tokens. Default 16, in [1, 1024].
+  int32_t block_size = 16;
+  /// Reuse full prompt blocks across jobs (hash chain over token ids, LRU eviction). Default on.
+  bool enable_prefix_caching = true;
+  /// Fraction of all blocks kept free when admitting a waiting job while others run, so that
+  /// running jobs can grow without preemption. Unit: fraction. Default 0 (off), in [0, 1).
+  double kv_watermark = 0.0;
+
+  /// Returns an empty string when valid, else a message naming the field, its value and the fix.
+  std::string validate() const;
+};
+
+/// Cross-field checks for a scheduler over a pool of `num_kv_blocks` blocks: each struct's own
+/// validate(), then that the pool holds at least one sequence of max_model_len tokens.
+/// Returns an empty string when valid.
+std::string validate_engine_config(const scheduler_config& sched, const cache_config& cache,
+                                   int32_t num_kv_blocks);
+
+} // namespace conveyor

@@ -1,0 +1,182 @@
+// Planning: schedule() and its helpers. Submit, finish and update live in
+// scheduler_lifecycle.cpp.
+#include "engine/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/check.hpp"
+
+namespace conveyor {
+
+scheduler::scheduler(const scheduler_config& sched, const cache_config& cache,
+                     int32_t num_kv_blocks)
+    : cfg_(sched), cache_cfg_(cache),
+      kv_(num_kv_blocks, cache.block_size, cache.enable_prefix_caching), waiting_(sched.policy) {
+  const std::string error = validate_engine_config(sched, cache, num_kv_blocks);
+  CONVEYOR_ASSERT(error.empty(), error.c_str());
+  watermark_blocks_ = static_cast<int32_t>(std::floor(cache.kv_watermark * num_kv_blocks));
+  running_.reserve(sched.max_num_seqs);
+}
+
+scheduler::~scheduler() = default;
+
+step_plan scheduler::schedule(double now_s) {
+  CONVEYOR_ASSERT(in_flight_.empty(), "schedule() called again before update()");
+  expire_deadlines(now_s);
+  chosen_.clear();
+  int32_t budget = cfg_.max_num_batched_tokens;
+  bool preempted = false;
+  schedule_running(budget, preempted);
+  // NOTE: no admission in a step that had to preempt: the pool is short, and admitting now
+  // would only set up the next preemption (vLLM does the same).
+  if (!preempted) {
+    if (cfg_.batching == batching_mode::continuous)
+      admit_waiting(budget);
+    else
+      admit_static(budget);
+  }
+  return build_plan();
+}
+
+void scheduler::schedule_running(int32_t& budget, bool& preempted) {
+  size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    sequence* seq = running_[i];
+    const int32_t num_new = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+    if (num_new <= 0) {
+      ++i;
+      continue;
+    }
+    bool fits = true;
+    while (!kv_.allocate_slots(seq->id(), seq->num_computed_tokens + num_new)) {
+      sequence* victim = pick_victim();
+      const size_t victim_index =
+          std::find(running_.begin(), running_.end(), victim) - running_.begin();
+      preempt(victim, budget);
+      preempted = true;
+      if (victim == seq) {
+        fits = false;
+        break;
+      }
+      if (victim_index < i) --i;
+    }
+    if (fits) {
+      chosen_.push_back({seq, num_new});
+      budget -= num_new;
+      ++i;
+    }
+  }
+}
+
+sequence* scheduler::pick_victim() const {
+  if (cfg_.policy == scheduling_policy::fcfs) return running_.back();
+  // Lowest priority (largest value), then the newest arrival, then the latest submit.
+  const auto less_important = [](const sequence* a, const sequence* b) {
+    if (a->req.priority != b->req.priority) return a->req.priority < b->req.priority;
+    if (a->req.arrival_time_s != b->req.arrival_time_s)
+      return a->req.arrival_time_s < b->req.arrival_time_s;
+    return a->serial < b->serial;
+  };
+  return *std::max_element(running_.begin(), running_.end(), less_important);
+}
+
+void scheduler::preempt(sequence* victim, int32_t& budget) {
+  auto chosen = std::find_if(chosen_.begin(), chosen_.end(),
+                             [victim](const chosen_seq& c) { return c.seq == victim; });
+  if (chosen != chosen_.end()) {
+    budget += chosen->num_new;
+    chosen_.erase(chosen);
+  }
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  kv_.free(victim->id());
+  victim->num_computed_tokens = 0;
+  victim->status = seq_status::waiting;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(victim);
+  num_queued_tokens_ += victim->num_tokens();
+}
+
+void scheduler::admit_waiting(int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
+    // FCFS head-of-line: when the head does not fit, nothing behind it is tried.
+    if (!try_admit(waiting_.front(), budget, /*whole_prompt=*/false)) break;
+  }
+}
+
+void scheduler::admit_static(int32_t& budget) {
+  if (static_batch_size_ == 0) {
+    // Form the next batch: as many as max_num_seqs and the pool allow, whole prompts reserved
+    // (the token budget only paces their prefill over the following steps).
+    while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
+      sequence* seq = waiting_.front();
+      if (!try_admit(seq, budget, /*whole_prompt=*/true)) break;
+      seq->in_static_batch = true;
+      ++static_batch_size_;
+    }
+    return;
+  }
+  // A batch is running: only its own preempted members may come back.
+  const int32_t num_members_waiting = static_batch_size_ - static_cast<int32_t>(running_.size());
+  std::vector<sequence*> members;
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && static_cast<int32_t>(members.size()) < num_members_waiting; ++it)
+    if (it->second->in_static_batch) members.push_back(it->second);
+  for (sequence* seq : members) {
+    if (static_cast<int32_t>(running_.size()) >= cfg_.max_num_seqs) break;
+    if (!try_admit(seq, budget, /*whole_prompt=*/true)) break;
+  }
+}
+
+bool scheduler::try_admit(sequence* seq, int32_t& budget, bool whole_prompt) {
+  const prefix_hit hit = kv_.find_cached_prefix(seq->tokens);
+  const int32_t num_new = std::min(seq->num_tokens() - hit.num_tokens, budget);
+  const int32_t num_slots = whole_prompt ? seq->num_tokens() : hit.num_tokens + num_new;
+  // The watermark only guards running sequences; an empty engine may use the whole pool.
+  const bool others = !running_.empty() || !chosen_.empty();
+  const int32_t reserved = others ? watermark_blocks_ : 0;
+  if (!kv_.allocate_slots(seq->id(), num_slots, &hit, reserved)) return false;
+
+  waiting_.erase(seq);
+  num_queued_tokens_ -= seq->num_tokens();
+  seq->num_computed_tokens = hit.num_tokens;
+  if (!seq->admitted_once) {
+    seq->admitted_once = true;
+    seq->num_cached_tokens = hit.num_tokens;
+    num_prefix_query_tokens_ += seq->num_prompt_tokens;
+    num_prefix_hit_tokens_ += hit.num_tokens;
+  }
+  seq->status = seq_status::running;
+  running_.push_back(seq);
+  if (num_new > 0) {
+    chosen_.push_back({seq, num_new});
+    budget -= num_new;
+  }
+  return true;
+}
+
+step_plan scheduler::build_plan() {
+  step_plan plan;
+  if (chosen_.empty()) return plan;
+  plan.step_id = next_step_id_++;
+  in_flight_step_id_ = plan.step_id;
+  plan.seqs.reserve(chosen_.size());
+  in_flight_.reserve(chosen_.size());
+  for (const chosen_seq& c : chosen_) {
+    sequence* seq = c.seq;
+    const int32_t begin = seq->num_computed_tokens;
+    scheduled_seq& s = plan.seqs.emplace_back();
+    s.id = seq->id();
+    s.num_computed_tokens = begin;
+    s.tokens.assign(seq->tokens.begin() + begin, seq->tokens.begin() + begin + c.num_new);
+    s.block_table = kv_.block_table(seq->id());
+    s.sample = begin + c.num_new == seq->num_tokens();
+    s.sampling = seq->req.sampling;
+    in_flight_.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true});
+  }
+  return plan;
+}
+
+} // namespace conveyor

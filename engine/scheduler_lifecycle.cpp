@@ -1,0 +1,205 @@
+// A job's way in and out: submit, cancel/finish, deadlines, update() after a step, stats and
+// invariants. Planning lives in scheduler.cpp.
+#include <algorithm>
+
+#include "engine/check.hpp"
+#include "engine/scheduler.hpp"
+#include "engine/stop_check.hpp"
+
+namespace conveyor {
+
+namespace {
+
+submit_result rejected(reject_reason reason, std::string message) {
+  return {false, reason, std::move(message)};
+}
+
+} // namespace
+
+submit_result scheduler::submit(request req, double now_s) {
+  const int32_t prompt_len = static_cast<int32_t>(req.prompt_token_ids.size());
+  if (seqs_.count(req.id) != 0)
+    return rejected(reject_reason::duplicate_id, "seq " + std::to_string(req.id) + " is live");
+  if (prompt_len == 0) return rejected(reject_reason::invalid, "the prompt is empty");
+  if (prompt_len > cfg_.max_model_len)
+    return rejected(reject_reason::invalid, "the prompt has " + std::to_string(prompt_len) +
+                                                " tokens; max_model_len is " +
+                                                std::to_string(cfg_.max_model_len));
+  if (auto e = req.stop.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
+  if (auto e = req.sampling.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
+  if (cfg_.max_num_queued_reqs && static_cast<int64_t>(waiting_.size()) >= *cfg_.max_num_queued_reqs)
+    return rejected(reject_reason::overloaded,
+                    "the queue holds max_num_queued_reqs = " +
+                        std::to_string(*cfg_.max_num_queued_reqs) + " jobs; retry later");
+  if (cfg_.max_num_queued_tokens && num_queued_tokens_ + prompt_len > *cfg_.max_num_queued_tokens)
+    return rejected(reject_reason::overloaded,
+                    "the queue would exceed max_num_queued_tokens = " +
+                        std::to_string(*cfg_.max_num_queued_tokens) + "; retry later");
+
+  auto owned = std::make_unique<sequence>();
+  sequence* seq = owned.get();
+  seq->serial = next_serial_++;
+  seq->tokens = std::move(req.prompt_token_ids);
+  seq->num_prompt_tokens = prompt_len;
+  seq->req = std::move(req);
+  seq->req.prompt_token_ids.clear();
+  seqs_.emplace(seq->id(), std::move(owned));
+  waiting_.push_back(seq);
+  num_queued_tokens_ += prompt_len;
+  if (seq->req.deadline_s) {
+    deadlines_.emplace(*seq->req.deadline_s, seq->id());
+    if (*seq->req.deadline_s <= now_s) expire_deadlines(now_s);
+  }
+  return {};
+}
+
+bool scheduler::cancel(seq_id id) { return finish(id, finish_reason::cancelled); }
+
+bool scheduler::finish(seq_id id, finish_reason reason) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return false;
+  remove_live(it->second.get(), reason);
+  return true;
+}
+
+void scheduler::expire_deadlines(double now_s) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_s) {
+    auto it = seqs_.find(deadlines_.begin()->second);
+    CONVEYOR_ASSERT(it != seqs_.end(), "a deadline outlived its sequence");
+    remove_live(it->second.get(), finish_reason::deadline);
+  }
+}
+
+void scheduler::remove_live(sequence* seq, finish_reason reason) {
+  if (seq->status == seq_status::waiting) {
+    waiting_.erase(seq);
+    num_queued_tokens_ -= seq->num_tokens();
+  } else {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  }
+  for (in_flight_seq& f : in_flight_)
+    if (f.seq == seq) f.live = false;
+  const seq_id id = seq->id();
+  retire(seq, reason);
+  seqs_.erase(id);
+}
+
+void scheduler::retire(sequence* seq, finish_reason reason) {
+  kv_.free(seq->id());
+  if (seq->req.deadline_s) deadlines_.erase({*seq->req.deadline_s, seq->id()});
+  if (seq->in_static_batch) --static_batch_size_;
+  seq->status = seq_status::finished;
+  seq_event e;
+  e.kind = event_kind::finished;
+  e.id = seq->id();
+  e.reason = reason;
+  e.num_prompt_tokens = seq->num_prompt_tokens;
+  e.num_output_tokens = seq->num_output_tokens();
+  e.num_cached_tokens = seq->num_cached_tokens;
+  outbox_.push_back(e);
+}
+
+std::vector<seq_event> scheduler::update(const step_result& result, double /*now_s*/) {
+  CONVEYOR_ASSERT(!in_flight_.empty(), "update() without a step in flight");
+  CONVEYOR_ASSERT(result.step_id == in_flight_step_id_, "update() for a different step");
+  size_t k = 0;
+  bool any_finished = false;
+  for (const in_flight_seq& f : in_flight_) {
+    const sampled_token* sampled = nullptr;
+    if (f.sample) {
+      CONVEYOR_ASSERT(k < result.sampled.size(), "step result lacks a sampled token");
+      sampled = &result.sampled[k++];
+      CONVEYOR_ASSERT(sampled->id == f.id, "step result out of plan order");
+    }
+    if (!f.live) continue;  // cancelled while the step ran
+    sequence* seq = f.seq;
+    seq->num_computed_tokens += f.num_new;
+    kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
+    if (!sampled) continue;
+    seq->tokens.push_back(sampled->token);
+    seq_event e;
+    e.kind = event_kind::token;
+    e.id = seq->id();
+    e.token = sampled->token;
+    e.logprob = sampled->logprob;
+    outbox_.push_back(e);
+    if (auto reason = check_stop(*seq, cfg_.max_model_len)) {
+      retire(seq, *reason);
+      any_finished = true;
+    }
+  }
+  CONVEYOR_ASSERT(k == result.sampled.size(), "step result has extra sampled tokens");
+  in_flight_.clear();
+  if (any_finished) {
+    std::vector<seq_id> done;
+    auto keep = std::remove_if(running_.begin(), running_.end(), [&done](sequence* s) {
+      if (s->status != seq_status::finished) return false;
+      done.push_back(s->id());
+      return true;
+    });
+    running_.erase(keep, running_.end());
+    for (seq_id id : done) seqs_.erase(id);
+  }
+  return take_events();
+}
+
+std::vector<seq_event> scheduler::take_events() {
+  std::vector<seq_event> out;
+  out.swap(outbox_);
+  return out;
+}
+
+const sequence* scheduler::find(seq_id id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+scheduler_stats scheduler::stats() const {
+  scheduler_stats s;
+  s.num_waiting = static_cast<int32_t>(waiting_.size());
+  s.num_running = static_cast<int32_t>(running_.size());
+  s.num_queued_tokens = num_queued_tokens_;
+  s.num_kv_blocks = kv_.num_blocks();
+  s.num_kv_blocks_used = kv_.num_used_blocks();
+  s.num_kv_blocks_free = kv_.num_free_blocks();
+  for (const sequence* seq : running_) s.num_live_kv_tokens += seq->num_computed_tokens;
+  s.num_allocated_kv_slots = kv_.num_table_blocks() * kv_.block_size();
+  s.num_preemptions = num_preemptions_;
+  s.num_prefix_query_tokens = num_prefix_query_tokens_;
+  s.num_prefix_hit_tokens = num_prefix_hit_tokens_;
+  return s;
+}
+
+std::string scheduler::check_invariants() const {
+  if (auto e = kv_.check_invariants(); !e.empty()) return e;
+  if (static_cast<int32_t>(running_.size()) > cfg_.max_num_seqs) return "running > max_num_seqs";
+  if (running_.size() + waiting_.size() != seqs_.size())
+    return "live sequences are not exactly waiting + running";
+  int32_t members = 0;
+  for (const sequence* seq : running_) {
+    const std::string id = "running seq " + std::to_string(seq->id());
+    if (seq->status != seq_status::running) return id + " does not have status running";
+    const int64_t slots = int64_t{static_cast<int64_t>(kv_.block_table(seq->id()).size())} *
+                          kv_.block_size();
+    if (slots < seq->num_computed_tokens) return id + ": block table shorter than its KV";
+    if (seq->num_computed_tokens >= seq->num_tokens() + 1) return id + ": computed past tokens";
+    members += seq->in_static_batch ? 1 : 0;
+  }
+  int64_t queued = 0;
+  for (const auto& [key, seq] : waiting_) {
+    const std::string id = "waiting seq " + std::to_string(seq->id());
+    if (seq->status != seq_status::waiting) return id + " does not have status waiting";
+    if (!kv_.block_table(seq->id()).empty() || seq->num_computed_tokens != 0)
+      return id + " holds KV blocks";
+    queued += seq->num_tokens();
+    members += seq->in_static_batch ? 1 : 0;
+  }
+  if (queued != num_queued_tokens_) return "num_queued_tokens is out of step with the queue";
+  if (members != static_batch_size_) return "static batch size is out of step with its members";
+  size_t with_deadline = 0;
+  for (const auto& [id, seq] : seqs_) with_deadline += seq->req.deadline_s ? 1 : 0;
+  if (with_deadline != deadlines_.size()) return "deadline index is out of step";
+  return {};
+}
+
+} // namespace conveyor

@@ -1,0 +1,55 @@
+// Pure. The scheduler's per-job state. Lifecycle:
+//
+//   submit ──▶ waiting ──admit──▶ running ──stop/length──▶ finished
+//                 ▲                  │ (cancel / deadline / finish(): from waiting or running)
+//                 └───preempt────────┘  blocks freed, num_computed_tokens = 0 (recompute)
+//
+// There is no prefill or decode phase: a sequence has `tokens` (prompt, then every sampled
+// token) and `num_computed_tokens` (how many of them are in the KV cache); each step computes
+// some of the rest. A decode is simply the case where one token is left.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "engine/types.hpp"
+
+namespace conveyor {
+
+enum class seq_status { waiting, running, finished };
+
+/// Position of a sequence in the waiting queue: smaller keys come first.
+struct queue_key {
+  int64_t rank = 0;   // fcfs: 0; priority: the request's priority
+  double arrival_s = 0.0; // fcfs: 0; priority: arrival time
+  int64_t order = 0;  // fcfs: queue position (negative when pushed to the front); priority: serial
+  auto operator<=>(const queue_key&) const = default;
+};
+
+struct sequence {
+  /// The job as submitted (its prompt lives in `tokens`; req.prompt_token_ids is emptied).
+  request req;
+  /// Submit order, unique over the scheduler's life: tells reused seq ids apart.
+  uint64_t serial = 0;
+  seq_status status = seq_status::waiting;
+  /// Prompt, then every sampled token.
+  std::vector<token_id> tokens;
+  int32_t num_prompt_tokens = 0;
+  /// Tokens of `tokens` whose KV is in the cache.
+  int32_t num_computed_tokens = 0;
+  /// Prompt tokens served from the prefix cache at first admission (usage.cached_tokens).
+  int32_t num_cached_tokens = 0;
+  bool admitted_once = false;
+  int32_t num_preemptions = 0;
+  /// Where it sits in the waiting queue while waiting.
+  queue_key key;
+  /// Static batching: a member of the batch now running (readmitted after preemption).
+  bool in_static_batch = false;
+
+  seq_id id() const { return req.id; }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+} // namespace conveyor
