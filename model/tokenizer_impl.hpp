@@ -1,0 +1,29 @@
+// The state behind conveyor::model::tokenizer, shared by tokenizer.cpp (construction, metadata),
+// tokenizer_encode.cpp (text -> ids) and detokenize.cpp (ids -> text). Internal to model/.
+// Everything here is immutable after construction, so one tokenizer serves many threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/bpe.hpp"
+#include "model/pretokenize.hpp"
+#include "model/tokenizer.hpp"
+
+namespace conveyor::model {
+
+struct tokenizer::impl {
+  /// Validates `v` and builds the indexes; throws tokenizer_error.
+  explicit impl(vocab_data v);
+
+  vocab_data vocab;
+  pre_config pre;
+  pretokenizer pretok;
+  bpe_model bpe;
+  std::vector<token_kind> kinds;     ///< per id
+  std::vector<std::string> pieces;   ///< per id: decoded bytes (normal/byte) or literal text
+  std::vector<token_id> specials;    ///< control, user_defined and unknown ids, longest text first
+  std::vector<token_id> eog;         ///< sorted, unique
+};
+
+} // namespace conveyor::model
