@@ -1,7 +1,6 @@
 #include "model/cpu_executor.hpp"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -145,14 +144,13 @@ void cpu_executor::attention_block(int32_t l) {
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.resize(static_cast<size_t>(T) * nq);
-  scores_.resize(static_cast<size_t>(omp_get_max_threads()) * (max_pos + 1));
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int32_t th = 0; th < T * cfg_.n_head; ++th) {
-    const int32_t t = th / cfg_.n_head, h = th % cfg_.n_head;
-    float* sc = &scores_[static_cast<size_t>(omp_get_thread_num()) * (max_pos + 1)];
+  scores_.resize(static_cast<size_t>(pool_.size()) * (max_pos + 1));
+  pool_.parallel_for(int64_t{T} * cfg_.n_head, [&](int64_t th, int32_t thread) {
+    const int32_t t = static_cast<int32_t>(th / cfg_.n_head), h = static_cast<int32_t>(th % cfg_.n_head);
+    float* sc = &scores_[static_cast<size_t>(thread) * (max_pos + 1)];
     kv_->attend(l, table_[t], pos_[t], h / group, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
                 &attn_[static_cast<size_t>(t) * nq + h * hd], sc);
-  }
+  });
   linear(attn_.data(), L.wo.data(), x_.data(), T, d, nq, 1.0f);  // x += attn · Wo^T
 }
 

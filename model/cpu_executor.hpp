@@ -12,6 +12,7 @@
 #include "model/llama_weights.hpp"
 #include "model/paged_kv.hpp"
 #include "model/sampler.hpp"
+#include "model/thread_pool.hpp"
 
 namespace conveyor::model {
 
@@ -60,6 +61,7 @@ private:
   std::vector<float> rope_cos_, rope_sin_;  // (T, n_rot/2)
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
   sampler_scratch scratch_;
+  thread_pool pool_;
 };
 
 } // namespace conveyor::model

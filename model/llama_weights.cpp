@@ -31,7 +31,6 @@ std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, 
   std::vector<float> out(static_cast<size_t>(ne0 * ne1));
   const uint8_t* src = f.tensor_data(*t);
   const size_t row_bytes = static_cast<size_t>(ne0) / block_elems(t->type) * block_bytes(t->type);
-#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < ne1; ++r)
     dequantize_row(t->type, src + static_cast<size_t>(r) * row_bytes, out.data() + r * ne0, ne0);
   return out;
