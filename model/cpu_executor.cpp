@@ -36,6 +36,7 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.vocab_size = cfg_.vocab_size;
   info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
   info_.device = "cpu";
+  kv_fp16_ = o.kv_fp16;
   kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
 }
 
@@ -135,8 +136,10 @@ void cpu_executor::attention_block(int32_t l) {
     float* vd = kv_->v(l, b, pos_[t] % bs);
     std::memcpy(kd, q + nq, sizeof(float) * nkv);
     std::memcpy(vd, q + nq + nkv, sizeof(float) * nkv);
-    round_to_fp16(kd, nkv);
-    round_to_fp16(vd, nkv);
+    if (kv_fp16_) {
+      round_to_fp16(kd, nkv);
+      round_to_fp16(vd, nkv);
+    }
   }
 
   // Every token's keys are in the cache now, so attention of token t over 0..pos[t] is causal.

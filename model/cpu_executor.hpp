@@ -27,6 +27,8 @@ struct cpu_executor_options {
   int32_t num_kv_blocks = 0;
   /// Longest sequence served; 0 = the model's training context.
   int32_t max_model_len = 0;
+  /// Round cached keys and values to fp16, as llama.cpp's default F16 KV cache does.
+  bool kv_fp16 = true;
 };
 
 class cpu_executor final : public executor {
@@ -53,6 +55,7 @@ private:
   llama_weights w_;
   executor_info info_;
   std::unique_ptr<paged_kv> kv_;
+  bool kv_fp16_ = true;
 
   // Per-step flattened batch (T tokens) and activations, reused across steps.
   std::vector<token_id> tok_;

@@ -1,0 +1,27 @@
+#include "model_files.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "model/model_path.hpp"
+
+namespace conveyor::model::testing {
+
+std::string temp_path(const std::string& name) {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("conveyor-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return (dir / name).string();
+}
+
+std::string smollm2_path() {
+  const std::string p = models_dir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  BOOST_REQUIRE_MESSAGE(std::filesystem::is_regular_file(p), "SmolLM2 not found at " << p << "; HINT: run ./setup.sh (fetches the model)");
+  return p;
+}
+
+} // namespace conveyor::model::testing
