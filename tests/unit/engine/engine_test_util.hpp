@@ -2,9 +2,31 @@
 // fixed token for every sequence it is asked to sample.
 #pragma once
 
+#include <ostream>
 #include <vector>
 
 #include "engine/scheduler.hpp"
+
+namespace conveyor {
+
+// Printable enums for Boost.Test messages (found by argument-dependent lookup).
+inline std::ostream& operator<<(std::ostream& os, finish_reason r) { return os << to_string(r); }
+inline std::ostream& operator<<(std::ostream& os, reject_reason r) { return os << to_string(r); }
+inline std::ostream& operator<<(std::ostream& os, scheduling_policy p) { return os << to_string(p); }
+inline std::ostream& operator<<(std::ostream& os, batching_mode m) { return os << to_string(m); }
+inline std::ostream& operator<<(std::ostream& os, seq_status s) {
+  switch (s) {
+    case seq_status::waiting: return os << "waiting";
+    case seq_status::running: return os << "running";
+    case seq_status::finished: return os << "finished";
+  }
+  return os << "?";
+}
+inline std::ostream& operator<<(std::ostream& os, event_kind k) {
+  return os << (k == event_kind::token ? "token" : "finished");
+}
+
+} // namespace conveyor
 
 namespace conveyor::test {
 
