@@ -23,7 +23,8 @@ enum class batching_mode {
   /// Iteration-level: every step admits waiting jobs while the budgets allow.
   continuous,
   /// A batch is formed from the queue, runs until every member finishes, and only then is the
-  /// next one admitted. Exists to measure what continuous batching buys.
+  /// next one admitted; members reserve KV for prompt + max_tokens up front, as static
+  /// batchers do. Exists to measure what continuous batching buys.
   static_batch,
 };
 

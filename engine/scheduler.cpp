@@ -102,38 +102,30 @@ void scheduler::admit_waiting(int32_t& budget) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
     // FCFS head-of-line: when the head does not fit, nothing behind it is tried.
-    if (!try_admit(waiting_.front(), budget, /*whole_prompt=*/false)) break;
+    if (!try_admit(waiting_.front(), budget, /*num_reserved_slots=*/0)) break;
   }
 }
 
 void scheduler::admit_static(int32_t& budget) {
-  if (static_batch_size_ == 0) {
-    // Form the next batch: as many as max_num_seqs and the pool allow, whole prompts reserved
-    // (the token budget only paces their prefill over the following steps).
-    while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
-      sequence* seq = waiting_.front();
-      if (!try_admit(seq, budget, /*whole_prompt=*/true)) break;
-      seq->in_static_batch = true;
-      ++static_batch_size_;
-    }
-    return;
-  }
-  // A batch is running: only its own preempted members may come back.
-  const int32_t num_members_waiting = static_batch_size_ - static_cast<int32_t>(running_.size());
-  std::vector<sequence*> members;
-  for (auto it = waiting_.begin();
-       it != waiting_.end() && static_cast<int32_t>(members.size()) < num_members_waiting; ++it)
-    if (it->second->in_static_batch) members.push_back(it->second);
-  for (sequence* seq : members) {
-    if (static_cast<int32_t>(running_.size()) >= cfg_.max_num_seqs) break;
-    if (!try_admit(seq, budget, /*whole_prompt=*/true)) break;
+  if (static_batch_size_ > 0) return; // a batch is running: nothing new until it is over
+  // Form the next batch from the queue head: as many jobs as max_num_seqs and the pool allow,
+  // each reserving blocks for its whole life (prompt + max_tokens, at most max_model_len), as
+  // static batchers do. Members therefore never run out of blocks and are never preempted;
+  // the token budget only paces their prefill over the following steps.
+  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
+    sequence* seq = waiting_.front();
+    const int64_t life = int64_t{seq->num_prompt_tokens} + seq->req.stop.max_tokens;
+    const int32_t num_slots = static_cast<int32_t>(std::min<int64_t>(life, cfg_.max_model_len));
+    if (!try_admit(seq, budget, num_slots)) break;
+    seq->in_static_batch = true;
+    ++static_batch_size_;
   }
 }
 
-bool scheduler::try_admit(sequence* seq, int32_t& budget, bool whole_prompt) {
+bool scheduler::try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_slots) {
   const prefix_hit hit = kv_.find_cached_prefix(seq->tokens);
   const int32_t num_new = std::min(seq->num_tokens() - hit.num_tokens, budget);
-  const int32_t num_slots = whole_prompt ? seq->num_tokens() : hit.num_tokens + num_new;
+  const int32_t num_slots = std::max(hit.num_tokens + num_new, num_reserved_slots);
   // The watermark only guards running sequences; an empty engine may use the whole pool.
   const bool others = !running_.empty() || !chosen_.empty();
   const int32_t reserved = others ? watermark_blocks_ : 0;

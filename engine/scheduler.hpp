@@ -135,7 +135,7 @@ private:
   void schedule_running(int32_t& budget, bool& preempted);
   void admit_waiting(int32_t& budget);
   void admit_static(int32_t& budget);
-  bool try_admit(sequence* seq, int32_t& budget, bool whole_prompt);
+  bool try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_slots);
   sequence* pick_victim() const;
   void preempt(sequence* victim, int32_t& budget);
   step_plan build_plan();
@@ -164,7 +164,7 @@ private:
   int64_t num_preemptions_ = 0;
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
-  /// Static batching: live members of the batch now running (0 = none; the next may form).
+  /// Static batching: live members of the batch now running (0: the next batch may form).
   int32_t static_batch_size_ = 0;
 };
 

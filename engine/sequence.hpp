@@ -44,7 +44,7 @@ struct sequence {
   int32_t num_preemptions = 0;
   /// Where it sits in the waiting queue while waiting.
   queue_key key;
-  /// Static batching: a member of the batch now running (readmitted after preemption).
+  /// Static batching: a member of the batch now running.
   bool in_static_batch = false;
 
   seq_id id() const { return req.id; }

@@ -57,7 +57,7 @@ BOOST_FIXTURE_TEST_CASE(continuous_mode_admits_the_same_job_at_once, static_fixt
   BOOST_TEST(ids_of(run_step(s).plan) == (seq_ids{1, 2, 3}), boost::test_tools::per_element());
 }
 
-BOOST_FIXTURE_TEST_CASE(static_batch_reserves_whole_prompts_and_paces_prefill, static_fixture) {
+BOOST_FIXTURE_TEST_CASE(static_batch_paces_prefill_with_the_budget, static_fixture) {
   sched.max_num_batched_tokens = 4;
   auto s = make();
   s.submit(make_request(1, 6, 5), 0.0);
@@ -68,7 +68,7 @@ BOOST_FIXTURE_TEST_CASE(static_batch_reserves_whole_prompts_and_paces_prefill, s
   auto first = run_step(s);
   BOOST_TEST(ids_of(first.plan) == (seq_ids{1}), boost::test_tools::per_element());
   BOOST_TEST(s.stats().num_running == 2);
-  BOOST_TEST(s.kv().num_used_blocks() == 4);
+  BOOST_TEST(s.kv().num_used_blocks() == 6); // 6 + 5 tokens reserved each: 3 blocks
   const std::vector<std::vector<int32_t>> chunks{{2, 2}, {1, 3}, {1, 1}};
   for (size_t it = 0; it < chunks.size(); ++it) {
     BOOST_TEST_CONTEXT("iteration " << it + 1) {
@@ -80,27 +80,25 @@ BOOST_FIXTURE_TEST_CASE(static_batch_reserves_whole_prompts_and_paces_prefill, s
   }
 }
 
-BOOST_FIXTURE_TEST_CASE(preempted_member_returns_before_any_new_job, static_fixture) {
-  num_blocks = 3;
-  sched.max_model_len = 12;
+BOOST_FIXTURE_TEST_CASE(static_members_reserve_prompt_plus_max_tokens, static_fixture) {
+  num_blocks = 6;
+  sched.max_model_len = 24;
   auto s = make();
-  s.submit(make_request(1, 4, 8), 0.0);
-  s.submit(make_request(2, 4, 8), 0.0);
-  run_step(s); // blocks 0 1
-  s.submit(make_request(3, 1, 1), 0.0);
-  auto out = run_step(s); // seq 1 takes block 2, seq 2 is preempted
-  BOOST_TEST(ids_of(out.plan) == (seq_ids{1}), boost::test_tools::per_element());
-  std::vector<seq_id> order; // first appearance after the preemption
-  for (int it = 0; it < 40 && s.has_unfinished(); ++it) {
-    for (seq_id id : ids_of(run_step(s).plan)) {
-      if (std::find(order.begin(), order.end(), id) != order.end()) continue;
-      order.push_back(id);
-      if (id == 3) BOOST_TEST(s.find(2) == nullptr); // the batch was over before seq 3 ran
+  // Each job lives 4 + 8 = 12 tokens = 3 blocks: two fit, though all three prompts would.
+  for (seq_id id = 1; id <= 3; ++id) s.submit(make_request(id, 4, 8, 100 * id), 0.0);
+  auto first = run_step(s);
+  BOOST_TEST(ids_of(first.plan) == (seq_ids{1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(first.plan.seqs[0].block_table.size() == 3u);
+  BOOST_TEST(s.kv().num_used_blocks() == 6);
+  for (int it = 1; it < 8; ++it) {
+    BOOST_TEST_CONTEXT("iteration " << it) {
+      auto out = run_step(s);
+      BOOST_TEST(ids_of(out.plan) == (seq_ids{1, 2}), boost::test_tools::per_element());
+      BOOST_TEST(s.check_invariants() == "");
     }
-    BOOST_TEST(s.check_invariants() == "");
   }
-  BOOST_TEST(order == (seq_ids{1, 2, 3}), boost::test_tools::per_element());
-  BOOST_TEST(!s.has_unfinished());
+  BOOST_TEST(s.stats().num_preemptions == 0);
+  BOOST_TEST(ids_of(run_step(s).plan) == (seq_ids{3}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
