@@ -47,8 +47,11 @@ public:
 
   /// Text to ids. parse_special: control tokens written in the text become single ids.
   /// add_special: prepend BOS / append EOS when the vocabulary says so.
+  /// Bytes that are not valid UTF-8 are read as U+FFFD, one per byte.
+  /// Thread-safe: a tokenizer is immutable after construction.
   std::vector<token_id> encode(std::string_view text, bool parse_special, bool add_special = true) const;
   /// The bytes of one token (control tokens give "" unless `special`).
+  /// Throws std::out_of_range for an id outside [0, vocab_size()), as do decode() and kind().
   std::string piece(token_id id, bool special = false) const;
   /// Ids to text (may contain broken UTF-8 at the end if the ids end mid-character).
   std::string decode(std::span<const token_id> ids, bool special = false) const;
@@ -56,7 +59,8 @@ public:
   int32_t vocab_size() const;
   token_id bos() const;
   token_id eos() const;
-  /// End-of-generation ids: eos plus <|endoftext|>, <|im_end|>, <|eot_id|> when present.
+  /// End-of-generation ids, sorted: eos plus <|endoftext|>, <|im_end|>, <|eot_id|>,
+  /// <|end_of_text|> when present.
   const std::vector<token_id>& eog_ids() const;
   bool is_eog(token_id id) const;
   token_kind kind(token_id id) const;
@@ -67,7 +71,11 @@ private:
   std::unique_ptr<impl> p_;
 };
 
-/// Turns a stream of ids into text deltas that never split a UTF-8 character.
+/// Turns a stream of ids into text deltas that never split a UTF-8 character. Only a trailing
+/// sequence that is still a valid, incomplete UTF-8 prefix (at most 3 bytes) is held back; bytes
+/// that cannot be part of a valid character are emitted as they are, at once. So the deltas plus
+/// flush() always concatenate to the ids' pieces (special = false), which is decode(ids) for pre
+/// types without clean_spaces, such as smollm.
 class stream_decoder {
 public:
   explicit stream_decoder(const tokenizer& t) : tok_(&t) {}
