@@ -81,7 +81,8 @@ std::string describe(const gguf_value& v) {
 gguf_file gguf_file::open(const std::string& path) {
   auto p = std::make_unique<impl>();
   p->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not hang; it is then rejected as not a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     p->fail(std::string("cannot open: ") + std::strerror(errno));
   }

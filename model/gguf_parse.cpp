@@ -1,6 +1,7 @@
 // GGUF v2/v3 parser: header, metadata (nested arrays included), tensor infos, data section.
 // Every count and length is bounded by the bytes left in the file before anything is reserved,
 // so corrupt input fails fast with a one-line gguf_error and never causes a huge allocation.
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,9 @@ constexpr uint64_t max_key_len = 65535;                 // gguf.md
 constexpr uint64_t max_tensor_name_len = 63;            // llama.cpp GGML_MAX_NAME - 1
 constexpr uint64_t max_array_count = uint64_t{1} << 30;
 constexpr int max_array_depth = 8;
+// NOTE: counts are bounded by the bytes left, but one byte can become a 40-byte gguf_value, so
+// up-front reservations are capped too; beyond the cap memory grows only with parsed content.
+constexpr uint64_t max_reserve = 1 << 16;
 constexpr uint64_t min_kv_bytes = 8 + 4 + 1;             // key length, value type, smallest value
 constexpr uint64_t min_tensor_info_bytes = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
 
@@ -58,7 +62,7 @@ gguf_array read_array(gguf_cursor& cur, const std::string& ctx, int depth) {
   }
   gguf_array arr;
   arr.elem_type = static_cast<gguf_value_type>(elem);
-  arr.items.reserve(count);
+  arr.items.reserve(std::min(count, max_reserve));
   const std::string elem_ctx = ctx + " array element";
   for (uint64_t i = 0; i < count; ++i) {
     arr.items.push_back(read_value(cur, elem, elem_ctx, depth + 1));
@@ -112,7 +116,7 @@ void read_header(gguf_cursor& cur, gguf_contents& c) {
 }
 
 void read_metadata(gguf_cursor& cur, gguf_contents& c, uint64_t n_kv) {
-  c.kvs.reserve(n_kv);
+  c.kvs.reserve(std::min(n_kv, max_reserve));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = cur.read_string("key of metadata entry " + std::to_string(i), max_key_len);
     if (c.kv_index.contains(key)) {
@@ -181,7 +185,7 @@ gguf_tensor_info read_tensor_info(gguf_cursor& cur, uint64_t index) {
 }
 
 void read_tensor_infos(gguf_cursor& cur, gguf_contents& c, uint64_t n_tensors) {
-  c.tensors.reserve(n_tensors);
+  c.tensors.reserve(std::min(n_tensors, max_reserve));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     gguf_tensor_info t = read_tensor_info(cur, i);
     if (c.tensor_index.contains(t.name)) {

@@ -231,6 +231,9 @@ BOOST_AUTO_TEST_CASE(missing_paths_and_directories) {
   BOOST_CHECK_EXCEPTION(gguf_file::open(dir), gguf_error, [&](const gguf_error& e) {
     return std::string(e.what()) == dir + ": is a directory, not a GGUF file";
   });
+  BOOST_CHECK_EXCEPTION(gguf_file::open("/dev/null"), gguf_error, [&](const gguf_error& e) {
+    return std::string(e.what()) == "/dev/null: not a regular file";
+  });
 }
 
 BOOST_AUTO_TEST_CASE(random_corruption_never_crashes) {
