@@ -27,8 +27,10 @@ struct cpu_executor_options {
   int32_t num_kv_blocks = 0;
   /// Longest sequence served; 0 = the model's training context.
   int32_t max_model_len = 0;
-  /// Round cached keys and values to fp16, as llama.cpp's default F16 KV cache does.
-  bool kv_fp16 = true;
+  /// Round as llama.cpp's CPU backend does (its default settings, flash attention off): keys
+  /// and values cached in fp16, activations converted to each weight's dot-product partner type
+  /// (act_quant.hpp), queries and attention probabilities in fp16. Off: plain f32 math.
+  bool match_llama_cpp = true;
 };
 
 class cpu_executor final : public executor {
@@ -55,7 +57,7 @@ private:
   llama_weights w_;
   executor_info info_;
   std::unique_ptr<paged_kv> kv_;
-  bool kv_fp16_ = true;
+  bool match_llama_cpp_ = true;
 
   // Per-step flattened batch (T tokens) and activations, reused across steps.
   std::vector<token_id> tok_;

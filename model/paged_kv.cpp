@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/dequant.hpp"
+
 namespace conveyor::model {
 
 paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim)
@@ -17,8 +19,13 @@ int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_hea
 }
 
 void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, const float* q, float scale,
-                      float* out, float* scores) const {
+                      float* out, float* scores, bool fp16_inputs) const {
   const int32_t hd = head_dim_;
+  float qr[512];
+  if (fp16_inputs && hd <= 512) {
+    for (int32_t d = 0; d < hd; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+    q = qr;
+  }
   float mx = -INFINITY;
   for (int32_t j = 0; j <= pos; ++j) {
     const float* kj = k(layer, table[j / block_size_], j % block_size_) + int64_t{kv_head} * hd;
@@ -37,7 +44,7 @@ void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t
   for (int32_t d = 0; d < hd; ++d) out[d] = 0.0f;
   for (int32_t j = 0; j <= pos; ++j) {
     const float* vj = v(layer, table[j / block_size_], j % block_size_) + int64_t{kv_head} * hd;
-    const float p = scores[j] * inv;
+    const float p = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(scores[j] * inv)) : scores[j] * inv;
     for (int32_t d = 0; d < hd; ++d) out[d] += p * vj[d];
   }
 }

@@ -29,9 +29,10 @@ public:
 
   /// Causal attention of one query head `q` (head_dim floats, kv head `kv_head`) at position `pos`
   /// over positions 0..pos of the sequence with `table`. Writes head_dim floats to `out`.
-  /// `scores` must hold pos+1 floats.
+  /// `scores` must hold pos+1 floats. fp16_inputs: round the query and the probabilities to fp16
+  /// before their products (llama.cpp's F16 KV matmuls).
   void attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, const float* q, float scale,
-              float* out, float* scores) const;
+              float* out, float* scores, bool fp16_inputs) const;
 
 private:
   int64_t offset(int32_t layer, block_id b, int32_t slot) const {

@@ -19,11 +19,11 @@ std::vector<token_id> test_prompt(int32_t n, int32_t vocab, int32_t salt = 0) {
 }
 
 // One step over the whole prompt (or chunks of `chunk`); returns the last position's logits.
-std::vector<float> executor_logits(const gguf_file& f, const std::vector<token_id>& prompt, bool kv_fp16, int32_t chunk = 0) {
+std::vector<float> executor_logits(const gguf_file& f, const std::vector<token_id>& prompt, bool match_llama_cpp, int32_t chunk = 0) {
   cpu_executor_options o;
   o.block_size = 4;
   o.num_kv_blocks = 64;
-  o.kv_fp16 = kv_fp16;
+  o.match_llama_cpp = match_llama_cpp;
   cpu_executor ex(f, o);
   std::vector<driven_seq> seqs(1);
   seqs[0].prompt = prompt;
@@ -56,14 +56,15 @@ void check_against_reference(const tiny_llama_spec& spec, const std::string& nam
   write_tiny_llama(path, spec);
   auto f = gguf_file::open(path);
   const auto prompt = test_prompt(23, static_cast<int32_t>(tiny_vocab(spec).size()));
-  for (bool fp16 : {false, true}) {
-    BOOST_TEST_CONTEXT(name << (fp16 ? " with fp16 KV" : " with f32 KV")) {
-      const auto ref = reference_logits(f, prompt, fp16);
-      for (int32_t chunk : {0, 5}) {
-        const auto got = executor_logits(f, prompt, fp16, chunk);
-        BOOST_REQUIRE_EQUAL(got.size(), ref.size());
-        BOOST_TEST(max_rel_error(got, ref) < 1e-4, "chunk " << chunk << ": max relative error " << max_rel_error(got, ref));
-      }
+  const auto ref = reference_logits(f, prompt, false);
+  for (int32_t chunk : {0, 5}) {
+    BOOST_TEST_CONTEXT(name << ", prompt chunk " << (chunk ? std::to_string(chunk) : "all")) {
+      const auto got = executor_logits(f, prompt, false, chunk);
+      BOOST_REQUIRE_EQUAL(got.size(), ref.size());
+      BOOST_TEST(max_rel_error(got, ref) < 1e-4, "max relative error " << max_rel_error(got, ref));
+      // llama.cpp's roundings (8-bit activations, fp16 KV) move logits by about a percent, no more.
+      const auto rounded = executor_logits(f, prompt, true, chunk);
+      BOOST_TEST(max_rel_error(rounded, ref) < 5e-2, "with llama.cpp rounding: " << max_rel_error(rounded, ref));
     }
   }
 }
