@@ -24,6 +24,14 @@ pre_config checked_pre(const vocab_data& v) {
   return *cfg;
 }
 
+/// llama.cpp renames an empty token text to "[EMPTY_<id>]" on load; so do we.
+vocab_data named_tokens(vocab_data v) {
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (v.tokens[i].empty()) v.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
+  }
+  return v;
+}
+
 void check_special_id(const char* name, token_id id, size_t n) {
   if (id < -1 || id >= token_id(n)) {
     throw tokenizer_error(std::string("tokenizer.ggml.") + name + "_token_id " + std::to_string(id) +
@@ -67,7 +75,7 @@ std::string byte_token_piece(const std::string& text) {
 } // namespace
 
 tokenizer::impl::impl(vocab_data v)
-    : vocab(std::move(v)), pre(checked_pre(vocab)), pretok(pre.kind), bpe(vocab.tokens, vocab.merges) {
+    : vocab(named_tokens(std::move(v))), pre(checked_pre(vocab)), pretok(pre.kind), bpe(vocab.tokens, vocab.merges) {
   const size_t n = vocab.tokens.size();
   if (n == 0) throw tokenizer_error("tokenizer.ggml.tokens is empty");
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {

@@ -164,6 +164,14 @@ BOOST_AUTO_TEST_CASE(unmapped_code_point_in_a_token) {
   BOOST_TEST(tokenizer(vb.v).piece(euro) == "a[UNK_BYTE_0xe282aca€]");
 }
 
+BOOST_AUTO_TEST_CASE(empty_token_text_is_renamed_like_llama_cpp) {
+  vocab_builder vb;
+  const token_id empty = vb.add("", token_kind::user_defined);
+  const tokenizer t(vb.v);
+  BOOST_TEST(t.piece(empty) == "[EMPTY_256]");
+  BOOST_TEST(t.encode("[EMPTY_256]", false) == (ids{empty}));
+}
+
 BOOST_AUTO_TEST_CASE(clean_spaces_only_for_pre_types_that_ask) {
   for (const char* pre : {"gpt-2", "smollm"}) {
     vocab_builder vb(pre);
