@@ -1,0 +1,69 @@
+#include "engine/sim/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace conveyor::sim {
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+} // namespace
+
+sim_metrics summarize(const sim_result& result) {
+  sim_metrics m;
+  std::vector<double> ttft, tpot, e2el;
+  for (const request_record& r : result.requests) {
+    if (r.rejected) {
+      ++m.num_rejected;
+      continue;
+    }
+    if (r.finish_s < 0.0 || r.first_token_s < 0.0) continue;
+    ++m.num_completed;
+    m.num_input_tokens += r.num_prompt_tokens;
+    m.num_output_tokens += r.num_output_tokens;
+    const double ttft_ms = (r.first_token_s - r.arrival_s) * 1e3;
+    const double e2el_ms = (r.finish_s - r.arrival_s) * 1e3;
+    ttft.push_back(ttft_ms);
+    e2el.push_back(e2el_ms);
+    if (r.num_output_tokens > 1) tpot.push_back((e2el_ms - ttft_ms) / (r.num_output_tokens - 1));
+  }
+  m.duration_s = result.end_s;
+  if (m.duration_s > 0.0) {
+    m.request_throughput = m.num_completed / m.duration_s;
+    m.output_throughput = static_cast<double>(m.num_output_tokens) / m.duration_s;
+    m.total_token_throughput =
+        static_cast<double>(m.num_input_tokens + m.num_output_tokens) / m.duration_s;
+  }
+  m.mean_ttft_ms = mean(ttft);
+  m.median_ttft_ms = percentile(ttft, 50.0);
+  m.p99_ttft_ms = percentile(ttft, 99.0);
+  m.mean_tpot_ms = mean(tpot);
+  m.median_tpot_ms = percentile(tpot, 50.0);
+  m.p99_tpot_ms = percentile(tpot, 99.0);
+  m.mean_e2el_ms = mean(e2el);
+  m.median_e2el_ms = percentile(e2el, 50.0);
+  m.p99_e2el_ms = percentile(e2el, 99.0);
+  m.kv_utilization = result.kv_utilization;
+  m.num_preemptions = result.num_preemptions;
+  m.num_steps = result.num_steps;
+  m.mean_tokens_per_step =
+      result.num_steps > 0 ? static_cast<double>(result.num_batched_tokens) / result.num_steps : 0.0;
+  m.mean_running = result.mean_running;
+  return m;
+}
+
+} // namespace conveyor::sim
