@@ -113,8 +113,10 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
     }
     if (!f.live) continue;  // cancelled while the step ran
     sequence* seq = f.seq;
+    const int32_t bs = kv_.block_size();
+    const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + f.num_new) / bs;
     seq->num_computed_tokens += f.num_new;
-    kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
+    if (fills_a_block) kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
     if (!sampled) continue;
     seq->tokens.push_back(sampled->token);
     seq_event e;
