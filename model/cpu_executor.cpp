@@ -98,7 +98,6 @@ step_result cpu_executor::step(const step_plan& plan) {
   h_.resize(static_cast<size_t>(std::max(S, 1)) * d);
   for (int32_t i = 0; i < S; ++i)
     rms_norm(&x_[static_cast<size_t>(rows[i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
-  if (match_llama_cpp_) round_activations(w_.head_act, h_.data(), S, d);
   logits_.resize(static_cast<size_t>(S) * V);
   if (S > 0) linear(h_.data(), w_.lm_head(), logits_.data(), S, V, d, 0.0f);
 
@@ -123,7 +122,6 @@ void cpu_executor::attention_block(int32_t l) {
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.attn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
   qkv_.resize(static_cast<size_t>(T) * width);
-  if (match_llama_cpp_) round_activations(L.qkv_act, h_.data(), T, d);
   linear(h_.data(), L.wqkv.data(), qkv_.data(), T, width, d, 0.0f);
 
   const int32_t bs = info_.block_size;
@@ -156,7 +154,6 @@ void cpu_executor::attention_block(int32_t l) {
     kv_->attend(l, table_[t], pos_[t], h / group, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
                 &attn_[static_cast<size_t>(t) * nq + h * hd], sc, match_llama_cpp_);
   });
-  if (match_llama_cpp_) round_activations(L.wo_act, attn_.data(), T, nq);
   linear(attn_.data(), L.wo.data(), x_.data(), T, d, nq, 1.0f);  // x += attn · Wo^T
 }
 
@@ -165,7 +162,6 @@ void cpu_executor::ffn_block(int32_t l) {
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, ff = cfg_.n_ff;
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.ffn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
-  if (match_llama_cpp_) round_activations(L.gate_up_act, h_.data(), T, d);
   gu_.resize(static_cast<size_t>(T) * 2 * ff);
   linear(h_.data(), L.w_gate_up.data(), gu_.data(), T, 2 * ff, d, 0.0f);
   act_.resize(static_cast<size_t>(T) * ff);
@@ -173,7 +169,6 @@ void cpu_executor::ffn_block(int32_t l) {
     const float* g = &gu_[static_cast<size_t>(t) * 2 * ff];
     silu_mul(g, g + ff, &act_[static_cast<size_t>(t) * ff], ff);
   }
-  if (match_llama_cpp_) round_activations(L.down_act, act_.data(), T, ff);
   linear(act_.data(), L.w_down.data(), x_.data(), T, d, ff, 1.0f);  // x += act · Wdown^T
 }
 

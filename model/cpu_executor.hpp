@@ -27,9 +27,11 @@ struct cpu_executor_options {
   int32_t num_kv_blocks = 0;
   /// Longest sequence served; 0 = the model's training context.
   int32_t max_model_len = 0;
-  /// Round as llama.cpp's CPU backend does (its default settings, flash attention off): keys
-  /// and values cached in fp16, activations converted to each weight's dot-product partner type
-  /// (act_quant.hpp), queries and attention probabilities in fp16. Off: plain f32 math.
+  /// Round attention inputs as llama.cpp's CPU backend does by default (F16 KV cache, flash
+  /// attention off): keys and values cached in fp16, queries and attention probabilities
+  /// converted to fp16 before their products. Off: plain f32 throughout.
+  /// (llama.cpp also converts activations to 8 bits before quantized-weight products; conveyor
+  /// does not: that rounding is chaotic, see docs/benchmarks.md "Parity with llama.cpp".)
   bool match_llama_cpp = true;
 };
 

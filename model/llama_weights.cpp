@@ -15,8 +15,6 @@ std::string shape_str(const gguf_tensor_info& t) {
   return s + "]";
 }
 
-act_format act_of(const gguf_file& f, const std::string& name) { return act_format_for(f.find_tensor(name)->type); }
-
 void append(std::vector<float>& dst, const std::vector<float>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
 
 } // namespace
@@ -44,7 +42,6 @@ llama_weights llama_weights::load(const gguf_file& f, const llama_config& c) {
   w.token_embd = load_tensor_f32(f, "token_embd.weight", d, c.vocab_size);
   w.output_norm = load_tensor_f32(f, "output_norm.weight", d);
   if (!c.tied_output) w.output = load_tensor_f32(f, "output.weight", d, c.vocab_size);
-  w.head_act = act_of(f, c.tied_output ? "token_embd.weight" : "output.weight");
   if (c.has_rope_freqs) w.rope_freqs = load_tensor_f32(f, "rope_freqs.weight", c.n_rot / 2);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -59,10 +56,6 @@ llama_weights llama_weights::load(const gguf_file& f, const llama_config& c) {
     L.w_gate_up = load_tensor_f32(f, p + "ffn_gate.weight", d, c.n_ff);
     append(L.w_gate_up, load_tensor_f32(f, p + "ffn_up.weight", d, c.n_ff));
     L.w_down = load_tensor_f32(f, p + "ffn_down.weight", c.n_ff, d);
-    L.qkv_act = act_of(f, p + "attn_q.weight");
-    L.wo_act = act_of(f, p + "attn_output.weight");
-    L.gate_up_act = act_of(f, p + "ffn_gate.weight");
-    L.down_act = act_of(f, p + "ffn_down.weight");
   }
   return w;
 }

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "model/act_quant.hpp"
 #include "model/llama_config.hpp"
 
 namespace conveyor::model {
@@ -25,9 +24,6 @@ struct layer_weights {
   std::vector<float> ffn_norm;   ///< (n_embd)
   std::vector<float> w_gate_up;  ///< (2*n_ff, n_embd): rows of gate, then up
   std::vector<float> w_down;     ///< (n_embd, n_ff)
-  /// How llama.cpp rounds the activations entering each projection (from the weights' types).
-  act_format qkv_act = act_format::none, wo_act = act_format::none;
-  act_format gate_up_act = act_format::none, down_act = act_format::none;
 };
 
 struct llama_weights {
@@ -36,7 +32,6 @@ struct llama_weights {
   std::vector<float> output;       ///< (vocab, n_embd); empty when the head is tied to token_embd
   std::vector<float> rope_freqs;   ///< (n_rot/2) angle divisors, or empty
   std::vector<layer_weights> layers;
-  act_format head_act = act_format::none;
 
   /// Loads and dequantizes every tensor the config needs. Throws model_error.
   static llama_weights load(const gguf_file& f, const llama_config& c);
