@@ -1,0 +1,232 @@
+#include "actors/scheduler_actor.hpp"
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+
+#include "engine/scheduler.hpp"
+
+namespace conveyor::actors {
+namespace {
+
+struct live_job {
+  std::string job_id;
+  request_actor handle;
+  double first_scheduled_s = -1.0;
+  bool reported_start = false;
+};
+
+struct scheduler_state {
+  static inline const char* name = "scheduler";
+  std::unique_ptr<scheduler> sched;
+  executor_actor executor;
+  runtime_control* control = nullptr;
+  size_t max_remembered = 0;
+  std::unordered_map<seq_id, live_job> live;
+  std::unordered_map<std::string, seq_id> by_job;
+  std::unordered_map<std::string, std::string> finished;  // job id -> final state
+  std::deque<std::string> finished_order;
+  seq_id next_id = 1;
+  bool step_in_flight = false, tick_armed = false, failed = false, draining = false;
+  std::vector<caf::response_promise> drain_waiters;
+  runtime_stats counters;
+};
+
+using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+const char* final_state(finish_reason r) { return r == finish_reason::cancelled ? "cancelled" : "finished"; }
+
+void remember(scheduler_state& st, const std::string& job_id, std::string state) {
+  if (st.finished.emplace(job_id, std::move(state)).second) st.finished_order.push_back(job_id);
+  while (st.finished_order.size() > st.max_remembered) {
+    st.finished.erase(st.finished_order.front());
+    st.finished_order.pop_front();
+  }
+}
+
+void maybe_finish_drain(self_ptr self) {
+  auto& st = self->state;
+  if (!st.draining || !st.live.empty()) return;
+  for (auto& rp : st.drain_waiters) rp.deliver(true);
+  st.drain_waiters.clear();
+}
+
+// Forwards engine events to request actors: every job's tokens first, then the finishes, so
+// a job's tokens always reach it before its end.
+void dispatch(self_ptr self, const std::vector<seq_event>& events) {
+  auto& st = self->state;
+  std::unordered_map<seq_id, token_batch> batches;
+  for (const auto& e : events) {
+    if (e.kind != event_kind::token) continue;
+    auto& b = batches[e.id];
+    b.tokens.push_back(e.token);
+    b.logprobs.push_back(e.logprob);
+    ++st.counters.generation_tokens;
+  }
+  for (auto& [id, b] : batches) {
+    auto it = st.live.find(id);
+    if (it == st.live.end()) continue;
+    if (!it->second.reported_start) {
+      b.first_scheduled_s = it->second.first_scheduled_s;
+      it->second.reported_start = true;
+    }
+    self->send(it->second.handle, token_atom::value, std::move(b));
+  }
+  for (const auto& e : events) {
+    if (e.kind != event_kind::finished) continue;
+    auto it = st.live.find(e.id);
+    if (it == st.live.end()) continue;
+    self->send(it->second.handle, finished_atom::value,
+               finish_info{e.reason, e.num_prompt_tokens, e.num_output_tokens, e.num_cached_tokens, {}});
+    remember(st, it->second.job_id, final_state(e.reason));
+    st.by_job.erase(it->second.job_id);
+    st.live.erase(it);
+    ++st.counters.jobs_finished;
+  }
+  maybe_finish_drain(self);
+}
+
+void fail_all(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  st.failed = true;
+  for (auto& [id, job] : st.live) {
+    finish_info fi;
+    fi.error = why;
+    self->send(job.handle, finished_atom::value, std::move(fi));
+    remember(st, job.job_id, "failed");
+  }
+  st.live.clear();
+  st.by_job.clear();
+  maybe_finish_drain(self);
+  st.control->request_stop(1, why);
+}
+
+// One iteration: plan, then (if there is work) one executor step whose result re-enters here.
+void iterate(self_ptr self) {
+  auto& st = self->state;
+  if (st.step_in_flight || st.failed) return;
+  const double now = now_s();
+  step_plan plan = st.sched->schedule(now);
+  dispatch(self, st.sched->take_events());
+  if (plan.seqs.empty()) {
+    // Waiting jobs that cannot run yet (deadlines pending, nothing admissible): look again soon.
+    if (st.sched->has_unfinished() && !st.tick_armed) {
+      st.tick_armed = true;
+      self->delayed_send(self, std::chrono::milliseconds(5), tick_atom::value);
+    }
+    return;
+  }
+  for (const auto& s : plan.seqs) {
+    auto it = st.live.find(s.id);
+    if (it != st.live.end() && it->second.first_scheduled_s < 0) it->second.first_scheduled_s = now;
+  }
+  ++st.counters.steps;
+  st.step_in_flight = true;
+  self->request(st.executor, caf::infinite, step_atom::value, std::move(plan))
+      .then(
+          [self](step_result& r) {
+            self->state.step_in_flight = false;
+            dispatch(self, self->state.sched->update(r, now_s()));
+            iterate(self);
+          },
+          [self](caf::error& e) {
+            self->state.step_in_flight = false;
+            fail_all(self, self->system().render(e));
+          });
+}
+
+void kick(self_ptr self) {
+  if (!self->state.step_in_flight) self->send(self, tick_atom::value);
+}
+
+scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_config cfg, executor_actor executor,
+                                              runtime_control* control) {
+  auto& st = self->state;
+  st.sched = std::make_unique<scheduler>(cfg.sched, cfg.cache, cfg.num_kv_blocks);
+  st.executor = std::move(executor);
+  st.control = control;
+  st.max_remembered = cfg.max_remembered_jobs;
+  st.counters.kv_blocks = cfg.num_kv_blocks;
+  return {
+      [self](submit_atom, submission& sub) -> submit_answer {
+        auto& st = self->state;
+        submit_answer a;
+        if (st.draining || st.failed) return {false, 0, "shutting_down", "the server is shutting down; submit elsewhere or retry later"};
+        if (st.by_job.count(sub.job_id)) return {false, 0, "duplicate", "job '" + sub.job_id + "' is already running; not run again"};
+        if (auto it = st.finished.find(sub.job_id); it != st.finished.end())
+          return {false, 0, "duplicate", "job '" + sub.job_id + "' already ran (" + it->second + "); not run again"};
+        sub.req.id = st.next_id++;
+        const submit_result r = st.sched->submit(sub.req, now_s());
+        if (!r.accepted) {
+          ++st.counters.jobs_rejected;
+          return {false, 0, r.reason == reject_reason::overloaded ? "overloaded" : "bad_request", r.message};
+        }
+        st.live[sub.req.id] = {sub.job_id, caf::actor_cast<request_actor>(self->current_sender()), -1.0, false};
+        st.by_job[sub.job_id] = sub.req.id;
+        ++st.counters.jobs_accepted;
+        st.counters.prompt_tokens += static_cast<int64_t>(sub.req.prompt_token_ids.size());
+        kick(self);
+        return {true, sub.req.id, "", ""};
+      },
+      [self](cancel_atom, const std::string& job_id) -> bool {
+        auto& st = self->state;
+        auto it = st.by_job.find(job_id);
+        if (it == st.by_job.end() || !st.sched->cancel(it->second)) return false;
+        dispatch(self, st.sched->take_events());
+        return true;
+      },
+      [self](finish_atom, seq_id id) {
+        if (self->state.sched->finish(id, finish_reason::stop)) dispatch(self, self->state.sched->take_events());
+      },
+      [self](status_atom, const std::string& job_id) -> std::string {
+        auto& st = self->state;
+        if (auto it = st.by_job.find(job_id); it != st.by_job.end()) {
+          const sequence* s = st.sched->find(it->second);
+          return s && s->status == seq_status::running ? "running" : "queued";
+        }
+        if (auto it = st.finished.find(job_id); it != st.finished.end()) return it->second;
+        return "";
+      },
+      [self](stats_atom) -> runtime_stats {
+        auto& st = self->state;
+        const scheduler_stats s = st.sched->stats();
+        runtime_stats r = st.counters;
+        r.waiting = s.num_waiting;
+        r.running = s.num_running;
+        r.kv_blocks_used = s.num_kv_blocks_used;
+        r.kv_usage = s.num_kv_blocks > 0 ? static_cast<double>(s.num_kv_blocks_used) / s.num_kv_blocks : 0.0;
+        r.preemptions = s.num_preemptions;
+        r.draining = st.draining;
+        return r;
+      },
+      [self](tick_atom) {
+        self->state.tick_armed = false;
+        iterate(self);
+      },
+      [self](drain_atom, double timeout_s) -> caf::result<bool> {
+        auto& st = self->state;
+        st.draining = true;
+        auto rp = self->make_response_promise<bool>();
+        st.drain_waiters.push_back(rp);
+        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), drain_atom::value);
+        maybe_finish_drain(self);
+        return rp;
+      },
+      [self](drain_atom) {
+        auto& st = self->state;
+        std::vector<seq_id> ids;
+        for (const auto& [id, job] : st.live) ids.push_back(id);
+        for (seq_id id : ids) st.sched->cancel(id);
+        dispatch(self, st.sched->take_events());
+      },
+  };
+}
+
+} // namespace
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_actor_config& cfg, executor_actor executor,
+                                runtime_control& control) {
+  return sys.spawn(scheduler_impl, cfg, std::move(executor), &control);
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,37 @@
+// ZeroMQ socket set-up shared by the intake thread and the publisher: every socket gets
+// linger 0 (so shutdown never blocks on undelivered messages) and binds with a clear error.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <zmq.hpp>
+
+namespace conveyor::transport {
+
+/// A socket could not be bound. what() names the endpoint, the reason and the fix.
+struct bind_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Creates a socket of `type`, sets linger 0 and binds it to `endpoint` ("tcp://127.0.0.1:*"
+/// picks a free port). `what` names its role in errors ("--router").
+zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what);
+
+/// The endpoint a socket is actually bound to (resolves "*" ports).
+std::string bound_endpoint(zmq::socket_t& s);
+
+/// The PUB socket: sends [topic, body] as one two-frame message. Never blocks; a subscriber
+/// that falls behind the high-water mark loses messages and repairs them with `fetch`.
+class pub_socket {
+public:
+  pub_socket(zmq::context_t& ctx, const std::string& endpoint);
+  void send(std::string_view topic, std::string_view body);
+  std::string endpoint() { return bound_endpoint(sock_); }
+
+private:
+  zmq::socket_t sock_;
+};
+
+} // namespace conveyor::transport
