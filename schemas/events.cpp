@@ -1,0 +1,65 @@
+#include "schemas/events.hpp"
+
+#include "schemas/pack.hpp"
+
+namespace conveyor::schemas {
+
+using detail::map_packer;
+
+namespace {
+
+// The three keys every job event starts with.
+map_packer& head(map_packer& p, uint32_t num_keys, const std::string& id, uint64_t seq,
+                 const char* kind) {
+  return p.map(num_keys).kv("id", id).kv("seq", seq).kv("kind", kind);
+}
+
+} // namespace
+
+wire_bytes encode(const accepted_event& e) {
+  map_packer p;
+  head(p, 3, e.id, e.seq, "accepted");
+  return p.take();
+}
+
+wire_bytes encode(const tokens_event& e) {
+  map_packer p;
+  head(p, e.logprobs ? 6 : 5, e.id, e.seq, "tokens");
+  p.str("token_ids").array(static_cast<uint32_t>(e.token_ids.size()));
+  for (token_id t : e.token_ids) p.pk().pack(t);
+  p.kv("text", e.text);
+  if (e.logprobs) {
+    p.str("logprobs").array(static_cast<uint32_t>(e.logprobs->size()));
+    for (float lp : *e.logprobs) p.f64(lp);
+  }
+  return p.take();
+}
+
+wire_bytes encode(const done_event& e) {
+  map_packer p;
+  head(p, 7, e.id, e.seq, "done").kv("finish_reason", to_string(e.reason)).kv("text", e.text);
+  p.str("usage").map(3).kv("prompt_tokens", e.usage.prompt_tokens);
+  p.kv("completion_tokens", e.usage.completion_tokens).kv("cached_tokens", e.usage.cached_tokens);
+  p.str("timing").map(3).kv("queue_ms", e.timing.queue_ms).str("ttft_ms");
+  if (e.timing.ttft_ms) p.f64(*e.timing.ttft_ms);
+  else p.pk().pack_nil();
+  p.kv("e2e_ms", e.timing.e2e_ms);
+  return p.take();
+}
+
+wire_bytes encode(const error_event& e) {
+  map_packer p;
+  head(p, 5, e.id, e.seq, "error").kv("code", to_string(e.code)).kv("message", e.message);
+  return p.take();
+}
+
+wire_bytes encode(const heartbeat_event& e) {
+  map_packer p;
+  p.map(9).kv("kind", "heartbeat").kv("seq", e.seq).kv("ts", e.ts);
+  p.kv("status", to_string(e.status)).kv("protocol", protocol_version);
+  p.kv("running", e.running).kv("waiting", e.waiting).kv("kv_usage", e.kv_usage);
+  p.kv("tokens_per_s", e.tokens_per_s);
+  return p.take();
+}
+
+} // namespace conveyor::schemas

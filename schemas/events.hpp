@@ -1,0 +1,91 @@
+// The events the server publishes on its PUB socket, frames [topic, event map], as plain structs
+// and their msgpack encoders. Job events go to topic_for(id) and carry id, seq and kind; seq is
+// per job, from 0, without gaps; exactly one terminal event (done or error) ends a job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "engine/types.hpp"
+#include "schemas/protocol.hpp"
+
+namespace conveyor::schemas {
+
+/// kind "accepted": the job was admitted (always seq 0).
+struct accepted_event {
+  std::string id;
+  uint64_t seq = 0;
+};
+
+/// kind "tokens": output tokens since the previous event; `text` is their detokenized delta
+/// (whole UTF-8 characters only; bytes of a split character wait for the next event).
+/// `logprobs` (one per token id, natural log) is present only when the job asked for it.
+struct tokens_event {
+  std::string id;
+  uint64_t seq = 0;
+  std::vector<token_id> token_ids;
+  std::string text;
+  std::optional<std::vector<float>> logprobs;
+};
+
+/// The `usage` map of a done event.
+struct usage_info {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  /// Prompt tokens served from the prefix cache.
+  int64_t cached_tokens = 0;
+};
+
+/// The `timing` map of a done event, milliseconds since the server received the submit.
+struct timing_info {
+  /// Until first scheduled.
+  double queue_ms = 0.0;
+  /// Until the first output token; nil when there was none.
+  std::optional<double> ttft_ms;
+  /// Until the done event.
+  double e2e_ms = 0.0;
+};
+
+/// kind "done" (terminal): finish_reason stop|length|cancelled|deadline, the full output text.
+struct done_event {
+  std::string id;
+  uint64_t seq = 0;
+  finish_reason reason = finish_reason::stop;
+  std::string text;
+  usage_info usage;
+  timing_info timing;
+};
+
+/// kind "error" (terminal): the job failed or (PULL intake) was rejected.
+struct error_event {
+  std::string id;
+  uint64_t seq = 0;
+  error_code code = error_code::internal;
+  std::string message;
+};
+
+/// kind "heartbeat" on topic "sys/", once a second: {"kind","seq","ts","status","protocol",
+/// "running","waiting","kv_usage","tokens_per_s"}. seq counts heartbeats from 0 at start-up.
+struct heartbeat_event {
+  uint64_t seq = 0;
+  /// Unix time in seconds.
+  double ts = 0.0;
+  server_status status = server_status::serving;
+  int64_t running = 0;
+  int64_t waiting = 0;
+  /// Fraction of KV blocks in use, [0, 1].
+  double kv_usage = 0.0;
+  /// Output tokens per second over the last interval.
+  double tokens_per_s = 0.0;
+};
+
+wire_bytes encode(const accepted_event& event);
+wire_bytes encode(const tokens_event& event);
+wire_bytes encode(const done_event& event);
+wire_bytes encode(const error_event& event);
+wire_bytes encode(const heartbeat_event& event);
+
+} // namespace conveyor::schemas

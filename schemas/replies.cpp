@@ -1,0 +1,73 @@
+#include "schemas/replies.hpp"
+
+#include "schemas/pack.hpp"
+
+namespace conveyor::schemas {
+
+using detail::map_packer;
+
+wire_bytes encode(const submit_reply& reply) {
+  map_packer p;
+  p.map(3).kv("ok", true).kv("id", reply.id).kv("topic", topic_for(reply.id));
+  return p.take();
+}
+
+wire_bytes encode(const error_reply& reply) {
+  map_packer p;
+  p.map(reply.id.empty() ? 2 : 3).kv("ok", false);
+  if (!reply.id.empty()) p.kv("id", reply.id);
+  p.str("error").map(reply.field.empty() ? 2 : 3);
+  p.kv("code", to_string(reply.code)).kv("message", reply.message);
+  if (!reply.field.empty()) p.kv("field", reply.field);
+  return p.take();
+}
+
+wire_bytes encode(const cancel_reply& reply) {
+  map_packer p;
+  p.map(3).kv("ok", true).kv("id", reply.id).kv("state", to_string(reply.state));
+  return p.take();
+}
+
+wire_bytes encode(const status_reply& reply) {
+  map_packer p;
+  p.map(reply.reason ? 7 : 6).kv("ok", true).kv("id", reply.id);
+  p.kv("state", to_string(reply.state)).kv("prompt_tokens", reply.prompt_tokens);
+  p.kv("completion_tokens", reply.completion_tokens).kv("next_seq", reply.next_seq);
+  if (reply.reason) p.kv("finish_reason", to_string(*reply.reason));
+  return p.take();
+}
+
+wire_bytes encode(const fetch_reply& reply) {
+  map_packer p;
+  p.map(4).kv("ok", true).kv("id", reply.id);
+  p.str("events").array(static_cast<uint32_t>(reply.events.size()));
+  for (std::span<const uint8_t> event : reply.events) p.raw(event.data(), event.size());
+  p.kv("complete", reply.complete);
+  return p.take();
+}
+
+wire_bytes encode(const stats_reply& r) {
+  map_packer p;
+  p.map(15).kv("ok", true).kv("queued", r.queued).kv("running", r.running);
+  p.kv("kv_usage", r.kv_usage).kv("kv_blocks_used", r.kv_blocks_used);
+  p.kv("kv_blocks_total", r.kv_blocks_total).kv("prompt_tokens_total", r.prompt_tokens_total);
+  p.kv("completion_tokens_total", r.completion_tokens_total);
+  p.kv("cached_tokens_total", r.cached_tokens_total).kv("jobs_accepted", r.jobs_accepted);
+  p.kv("jobs_rejected", r.jobs_rejected).kv("jobs_finished", r.jobs_finished);
+  p.kv("jobs_failed", r.jobs_failed).kv("tokens_per_s", r.tokens_per_s);
+  p.kv("uptime_s", r.uptime_s);
+  return p.take();
+}
+
+wire_bytes encode(const health_reply& reply) {
+  map_packer p;
+  p.map(4).kv("ok", true).kv("status", to_string(reply.status));
+  p.kv("protocol", protocol_version).kv("model", reply.model);
+  return p.take();
+}
+
+error_reply to_reply(const decode_error& error) {
+  return error_reply{error.id, error.code, error.message, error.field};
+}
+
+} // namespace conveyor::schemas

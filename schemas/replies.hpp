@@ -1,0 +1,99 @@
+// The replies the server sends on its ROUTER socket, one per request, as plain structs and their
+// msgpack encoders. Keys are written in the order protocol.md lists them (decoders must not rely
+// on order; the test vectors do, to compare bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "schemas/protocol.hpp"
+
+namespace conveyor::schemas {
+
+/// submit accepted: {"ok":true,"id":S,"topic":"job/<id>/"}.
+struct submit_reply {
+  std::string id;
+};
+
+/// Any refused request: {"ok":false,"id":S?,"error":{"code":S,"message":S,"field":S?}}.
+/// `id` is left out when empty (the request had no valid id); `field` when empty.
+struct error_reply {
+  std::string id;
+  error_code code = error_code::internal;
+  std::string message;
+  std::string field;
+};
+
+/// cancel: {"ok":true,"id":S,"state":S}: the job's state after the cancel (cancelling a job
+/// that already ended changes nothing and reports its final state).
+struct cancel_reply {
+  std::string id;
+  job_state state = job_state::cancelled;
+};
+
+/// status: {"ok":true,"id":S,"state":S,"prompt_tokens":I,"completion_tokens":I,"next_seq":I,
+/// "finish_reason":S?}. next_seq is the seq the job's next event will get (= events so far);
+/// finish_reason is present once a `done` event was published.
+struct status_reply {
+  std::string id;
+  job_state state = job_state::queued;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  uint64_t next_seq = 0;
+  std::optional<finish_reason> reason;
+};
+
+/// fetch: {"ok":true,"id":S,"events":[event map...],"complete":B}. `events` are the job's
+/// already-encoded event maps from from_seq on, in seq order, spliced in without re-encoding;
+/// `complete` is true when the last of them is the job's terminal event.
+struct fetch_reply {
+  std::string id;
+  std::vector<std::span<const uint8_t>> events;
+  bool complete = false;
+};
+
+/// stats: {"ok":true, "queued", "running", "kv_usage", "kv_blocks_used", "kv_blocks_total",
+/// "prompt_tokens_total", "completion_tokens_total", "cached_tokens_total", "jobs_accepted",
+/// "jobs_rejected", "jobs_finished", "jobs_failed", "tokens_per_s", "uptime_s"}.
+struct stats_reply {
+  int64_t queued = 0;
+  int64_t running = 0;
+  /// Fraction of KV blocks in use, [0, 1].
+  double kv_usage = 0.0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  /// Counters since start-up.
+  uint64_t prompt_tokens_total = 0;
+  uint64_t completion_tokens_total = 0;
+  uint64_t cached_tokens_total = 0;
+  uint64_t jobs_accepted = 0;
+  uint64_t jobs_rejected = 0;
+  uint64_t jobs_finished = 0;
+  uint64_t jobs_failed = 0;
+  /// Output tokens per second over the last heartbeat interval.
+  double tokens_per_s = 0.0;
+  double uptime_s = 0.0;
+};
+
+/// health: {"ok":true,"status":"serving|draining","protocol":1,"model":S}.
+struct health_reply {
+  server_status status = server_status::serving;
+  std::string model;
+};
+
+wire_bytes encode(const submit_reply& reply);
+wire_bytes encode(const error_reply& reply);
+wire_bytes encode(const cancel_reply& reply);
+wire_bytes encode(const status_reply& reply);
+wire_bytes encode(const fetch_reply& reply);
+wire_bytes encode(const stats_reply& reply);
+wire_bytes encode(const health_reply& reply);
+
+/// The error reply for a decode_error (id and field carried over).
+error_reply to_reply(const decode_error& error);
+
+} // namespace conveyor::schemas

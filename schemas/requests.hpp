@@ -1,0 +1,106 @@
+// The requests a producer sends (ROUTER ops, and `submit` over PULL), as plain structs with the
+// protocol's defaults, and decode_request(): one frame in, one validated request or one
+// decode_error out. Pure: no sockets; msgpack only inside decode.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "engine/sampling_params.hpp"
+#include "engine/types.hpp"
+#include "schemas/protocol.hpp"
+
+namespace conveyor::schemas {
+
+/// One chat message of a `messages` prompt. `role` is system, user or assistant.
+struct chat_message {
+  std::string role;
+  std::string content;
+};
+
+/// A job's input: exactly one of a text prompt, chat messages (rendered with the model's chat
+/// template by the server) or prompt token ids. Never empty once decoded.
+using prompt_input = std::variant<std::string, std::vector<chat_message>, std::vector<token_id>>;
+
+/// {"op":"submit", ...}: run one generation job. Defaults are the protocol's.
+struct submit_request {
+  /// The producer's job id (valid_id()); also names the topic "job/<id>/".
+  std::string id;
+  /// "prompt" (string), "messages" (array of maps) or "prompt_tokens" (array of ints).
+  prompt_input input;
+  /// Most output tokens, >= 1. Generation also stops at the server's max_model_len.
+  int32_t max_tokens = 256;
+  /// Sampling: 0 = greedy; see sampling_params for the ranges.
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  /// The job's seed; absent means the server picks one.
+  std::optional<uint64_t> seed;
+  /// Strings that end generation (not included in the output text).
+  std::vector<std::string> stop;
+  /// Token ids that end generation (besides the model's EOS ids).
+  std::vector<token_id> stop_token_ids;
+  /// Keep generating past EOS.
+  bool ignore_eos = false;
+  /// EOS and stop_token_ids are ignored until this many output tokens exist; in [0, max_tokens].
+  int32_t min_tokens = 0;
+  /// Lower runs first under the `priority` scheduling policy; any int32, negative allowed.
+  int32_t priority = 0;
+  /// Milliseconds after the server received the submit by which the job must finish (> 0);
+  /// past it the job ends with finish_reason "deadline".
+  std::optional<int64_t> deadline_ms;
+  /// Send each output token's log-probability in `tokens` events.
+  bool logprobs = false;
+  /// false: only the `accepted` and the terminal event are published (no `tokens` events).
+  bool stream = true;
+
+  /// The engine's sampling parameters; `fallback_seed` is used when the job gave none.
+  sampling_params to_sampling_params(uint64_t fallback_seed) const;
+  /// The engine's stop parameters, with the model's EOS ids.
+  stop_params to_stop_params(std::vector<token_id> eos_token_ids) const;
+};
+
+/// {"op":"cancel","id":S}: stop a job; it ends with a `done` event, finish_reason "cancelled".
+struct cancel_request {
+  std::string id;
+};
+
+/// {"op":"status","id":S}: where a job is.
+struct status_request {
+  std::string id;
+};
+
+/// {"op":"fetch","id":S,"from_seq":I=0,"max_events":I=1024}: replay a job's events from seq
+/// `from_seq` on, at most `max_events` of them (1..decode_limits::max_fetch_events).
+struct fetch_request {
+  std::string id;
+  uint64_t from_seq = 0;
+  int32_t max_events = 1024;
+};
+
+/// {"op":"stats"}: queue, running, KV usage and token counters.
+struct stats_request {};
+
+/// {"op":"health"}: serving or draining, protocol version, model name.
+struct health_request {};
+
+/// What decode_request() returns: one request, or why the frame was refused.
+using decode_result = std::variant<submit_request, cancel_request, status_request, fetch_request,
+                                   stats_request, health_request, decode_error>;
+
+/// Decodes and validates one inbound frame (a msgpack map). Refuses, with a decode_error naming
+/// the field: a frame over max_message_bytes (too_long); bytes that are not msgpack, exceed the
+/// unpack limits, or leave trailing bytes after the first object; a top level that is not a map;
+/// non-string or repeated keys; a missing or unknown "op"; a field of the wrong type or out of
+/// range; a missing or invalid id; an empty prompt or none/more than one of
+/// prompt/messages/prompt_tokens. Unknown keys are ignored; a nil value counts as absent.
+/// Never throws.
+decode_result decode_request(std::span<const uint8_t> frame, const decode_limits& limits = {});
+
+} // namespace conveyor::schemas
