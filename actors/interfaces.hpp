@@ -42,6 +42,9 @@ using publisher_actor = caf::typed_actor<
     // request actor -> publisher: append one encoded event (next seq of that job) to the job's
     // log and send it on "job/<id>/". `terminal` marks the job's last event.
     caf::reacts_to<publish_atom, std::string, std::string, bool>,
+    // request actor / intake -> publisher: send an event without logging it (a PULL job's
+    // rejection: the job never existed, so there is nothing to fetch).
+    caf::reacts_to<publish_atom, std::string, std::string>,
     // intake -> publisher: events [from_seq, from_seq + max_events) of a job, for gap repair.
     caf::replies_to<fetch_atom, std::string, int64_t, int64_t>::with<fetch_result>,
     // self, every second: publish the sys/ heartbeat and drop expired logs.
@@ -53,12 +56,12 @@ using scheduler_actor = caf::typed_actor<
     // request actor -> scheduler: queue a tokenized job; answers accepted (with its seq id) or
     // rejected (overloaded, duplicate, shutting_down, bad_request).
     caf::replies_to<submit_atom, submission>::with<submit_answer>,
-    // intake -> scheduler: cancel a job by id; replies false when no such live job.
-    caf::replies_to<cancel_atom, std::string>::with<bool>,
+    // intake -> scheduler: cancel a job by id; replies with its state afterwards ("" = unknown).
+    caf::replies_to<cancel_atom, std::string>::with<job_status>,
     // request actor -> scheduler: a stop string matched; end the sequence with reason stop.
     caf::reacts_to<finish_atom, seq_id>,
-    // intake -> scheduler: "queued" | "running" | "finished" | "cancelled" | "failed" | "" (unknown id).
-    caf::replies_to<status_atom, std::string>::with<std::string>,
+    // intake -> scheduler: where a job is (state "" when the id is unknown or forgotten).
+    caf::replies_to<status_atom, std::string>::with<job_status>,
     // intake / publisher -> scheduler: counters and gauges.
     caf::replies_to<stats_atom>::with<runtime_stats>,
     // self: run one iteration when idle.
@@ -90,3 +93,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::token_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::finish_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::fetch_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::runtime_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::job_status)

@@ -53,6 +53,17 @@ struct fetch_result {
   bool found = false;
   std::vector<std::string> events;  // encoded event maps, seq from_seq, from_seq+1, ...
   bool complete = false;            // the terminal event is among those returned
+  uint64_t next_seq = 0;            // events logged so far (the seq the next one gets)
+};
+
+/// scheduler -> intake: where a job is (for `status` and `cancel` replies).
+struct job_status {
+  /// "queued" | "running" | "finished" | "cancelled" | "failed"; "" when the id is unknown.
+  std::string state;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  /// Set once the job ended with a `done` event.
+  std::optional<finish_reason> reason;
 };
 
 /// scheduler -> whoever asks: numbers for the `stats` op, the heartbeat and /metrics.

@@ -24,7 +24,7 @@ struct scheduler_state {
   size_t max_remembered = 0;
   std::unordered_map<seq_id, live_job> live;
   std::unordered_map<std::string, seq_id> by_job;
-  std::unordered_map<std::string, std::string> finished;  // job id -> final state
+  std::unordered_map<std::string, job_status> finished;  // job id -> final status
   std::deque<std::string> finished_order;
   seq_id next_id = 1;
   bool step_in_flight = false, tick_armed = false, failed = false, draining = false;
@@ -36,8 +36,8 @@ using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
 const char* final_state(finish_reason r) { return r == finish_reason::cancelled ? "cancelled" : "finished"; }
 
-void remember(scheduler_state& st, const std::string& job_id, std::string state) {
-  if (st.finished.emplace(job_id, std::move(state)).second) st.finished_order.push_back(job_id);
+void remember(scheduler_state& st, const std::string& job_id, job_status status) {
+  if (st.finished.emplace(job_id, std::move(status)).second) st.finished_order.push_back(job_id);
   while (st.finished_order.size() > st.max_remembered) {
     st.finished.erase(st.finished_order.front());
     st.finished_order.pop_front();
@@ -78,7 +78,7 @@ void dispatch(self_ptr self, const std::vector<seq_event>& events) {
     if (it == st.live.end()) continue;
     self->send(it->second.handle, finished_atom::value,
                finish_info{e.reason, e.num_prompt_tokens, e.num_output_tokens, e.num_cached_tokens, {}});
-    remember(st, it->second.job_id, final_state(e.reason));
+    remember(st, it->second.job_id, {final_state(e.reason), e.num_prompt_tokens, e.num_output_tokens, e.reason});
     st.by_job.erase(it->second.job_id);
     st.live.erase(it);
     ++st.counters.jobs_finished;
@@ -93,7 +93,8 @@ void fail_all(self_ptr self, const std::string& why) {
     finish_info fi;
     fi.error = why;
     self->send(job.handle, finished_atom::value, std::move(fi));
-    remember(st, job.job_id, "failed");
+    const sequence* s = st.sched->find(id);
+    remember(st, job.job_id, {"failed", s ? s->num_prompt_tokens : 0, s ? s->num_output_tokens() : 0, std::nullopt});
   }
   st.live.clear();
   st.by_job.clear();
@@ -135,6 +136,16 @@ void iterate(self_ptr self) {
           });
 }
 
+job_status status_of(const scheduler_state& st, const std::string& job_id) {
+  if (auto it = st.by_job.find(job_id); it != st.by_job.end()) {
+    const sequence* s = st.sched->find(it->second);
+    if (!s) return {"queued", 0, 0, std::nullopt};
+    return {s->status == seq_status::running ? "running" : "queued", s->num_prompt_tokens, s->num_output_tokens(), std::nullopt};
+  }
+  if (auto it = st.finished.find(job_id); it != st.finished.end()) return it->second;
+  return {};
+}
+
 void kick(self_ptr self) {
   if (!self->state.step_in_flight) self->send(self, tick_atom::value);
 }
@@ -154,7 +165,7 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
         if (st.draining || st.failed) return {false, 0, "shutting_down", "the server is shutting down; submit elsewhere or retry later"};
         if (st.by_job.count(sub.job_id)) return {false, 0, "duplicate", "job '" + sub.job_id + "' is already running; not run again"};
         if (auto it = st.finished.find(sub.job_id); it != st.finished.end())
-          return {false, 0, "duplicate", "job '" + sub.job_id + "' already ran (" + it->second + "); not run again"};
+          return {false, 0, "duplicate", "job '" + sub.job_id + "' already ran (" + it->second.state + "); not run again"};
         sub.req.id = st.next_id++;
         const submit_result r = st.sched->submit(sub.req, now_s());
         if (!r.accepted) {
@@ -168,25 +179,16 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
         kick(self);
         return {true, sub.req.id, "", ""};
       },
-      [self](cancel_atom, const std::string& job_id) -> bool {
+      [self](cancel_atom, const std::string& job_id) -> job_status {
         auto& st = self->state;
-        auto it = st.by_job.find(job_id);
-        if (it == st.by_job.end() || !st.sched->cancel(it->second)) return false;
-        dispatch(self, st.sched->take_events());
-        return true;
+        if (auto it = st.by_job.find(job_id); it != st.by_job.end() && st.sched->cancel(it->second))
+          dispatch(self, st.sched->take_events());
+        return status_of(self->state, job_id);
       },
       [self](finish_atom, seq_id id) {
         if (self->state.sched->finish(id, finish_reason::stop)) dispatch(self, self->state.sched->take_events());
       },
-      [self](status_atom, const std::string& job_id) -> std::string {
-        auto& st = self->state;
-        if (auto it = st.by_job.find(job_id); it != st.by_job.end()) {
-          const sequence* s = st.sched->find(it->second);
-          return s && s->status == seq_status::running ? "running" : "queued";
-        }
-        if (auto it = st.finished.find(job_id); it != st.finished.end()) return it->second;
-        return "";
-      },
+      [self](status_atom, const std::string& job_id) -> job_status { return status_of(self->state, job_id); },
       [self](stats_atom) -> runtime_stats {
         auto& st = self->state;
         const scheduler_stats s = st.sched->stats();

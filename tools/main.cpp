@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   conveyor::tools::register_generate(app, exit_code);
   conveyor::tools::register_sim(app, exit_code);
   conveyor::tools::register_step_bench(app, exit_code);
+  conveyor::tools::register_serve(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,9 @@ std::string bound_endpoint(zmq::socket_t& s) { return s.get(zmq::sockopt::last_e
 
 pub_socket::pub_socket(zmq::context_t& ctx, const std::string& endpoint) : sock_(bind_socket(ctx, zmq::socket_type::pub, endpoint, "--pub")) {
   sock_.set(zmq::sockopt::sndhwm, 1 << 20);
+  // Unlike the other sockets, give queued events up to 2 s to leave at shutdown: the last
+  // `done` events of a drain must reach their subscribers.
+  sock_.set(zmq::sockopt::linger, 2000);
 }
 
 void pub_socket::send(std::string_view topic, std::string_view body) {

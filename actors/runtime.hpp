@@ -1,0 +1,68 @@
+// The whole serving runtime in one object: ZeroMQ context, actor system, the actors, the intake
+// thread. `conveyor serve` and the integration tests both build one. Member order is the
+// shutdown order (reverse): intake thread, actors, actor system, then the ZeroMQ context.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "actors/intake_handler.hpp"
+#include "actors/publisher_actor.hpp"
+#include "actors/runtime_control.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "engine/config.hpp"
+#include "engine/executor.hpp"
+
+namespace conveyor::actors {
+
+struct runtime_options {
+  scheduler_config sched;
+  cache_config cache;
+  publisher_config pub;
+  schemas::decode_limits limits;
+  std::string router_ep = "tcp://127.0.0.1:5555";
+  std::string pub_ep = "tcp://127.0.0.1:5556";
+  std::string pull_ep = "tcp://127.0.0.1:5557";
+  std::string model_name;
+  /// CAF worker threads (the executor and publisher have their own).
+  int worker_threads = 2;
+};
+
+class runtime {
+public:
+  /// Binds the sockets (throws transport::bind_error), spawns the actors and starts serving.
+  /// `tok` must outlive the runtime; the executor's KV pool size sets the scheduler's blocks.
+  runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok);
+  ~runtime();
+
+  const std::string& router_endpoint() const { return router_; }
+  const std::string& pub_endpoint() const { return pub_; }
+  const std::string& pull_endpoint() const { return pull_; }
+  runtime_control& control() { return control_; }
+
+  /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
+  /// the rest (each gets its done event), flushes their events and stops every thread.
+  /// Returns the exit code: 0, or 1 after an executor failure. Idempotent.
+  int shutdown(double timeout_s);
+
+private:
+  zmq::context_t zmq_;
+  caf::actor_system_config caf_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  runtime_control control_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> live_requests_{0};
+  std::optional<executor_actor> executor_;
+  std::optional<scheduler_actor> scheduler_;
+  std::optional<publisher_actor> publisher_;
+  std::unique_ptr<intake_handler> handler_;
+  std::unique_ptr<transport::intake> intake_;
+  std::string router_, pub_, pull_;
+  bool stopped_ = false;
+};
+
+} // namespace conveyor::actors

@@ -1,0 +1,117 @@
+// `conveyor serve`: the ZeroMQ server. Settings come from --config (TOML, same names as the
+// flags) and the flags; derived values (KV blocks, max_model_len) are computed once and logged
+// in the start-up line. SIGINT/SIGTERM drain: no new jobs, running ones finish within
+// --drain-timeout, the rest are cancelled with events; exit 0 (1 after an executor failure).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <thread>
+#include <unistd.h>
+
+#include "actors/runtime.hpp"
+#include "engine/null_executor.hpp"
+#include "model/cpu_executor.hpp"
+#include "model/gguf.hpp"
+#include "model/model_path.hpp"
+#include "tools/commands.hpp"
+#include "tools/serve_options.hpp"
+
+namespace conveyor::tools {
+namespace {
+
+// Self-pipe: the handler (on whatever thread the kernel picks, OpenBLAS's included) only writes
+// the signal number; a plain thread reads it and starts the drain.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(g_signal_pipe[1], &b, 1);
+}
+
+void install_stop_handlers() {
+  if (g_signal_pipe[0] < 0 && ::pipe(g_signal_pipe) != 0) throw std::runtime_error("pipe() failed");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int run_serve(const serve_options& o) {
+  if (auto err = o.validate(); !err.empty()) {
+    spdlog::error("conveyor serve: {}", err);
+    return 2;
+  }
+  auto file = model::gguf_file::open(model::resolve_model(o.model));
+  auto tok = model::tokenizer::from_gguf(file);
+  std::shared_ptr<executor> ex;
+  std::string model_desc;
+  if (o.device == "null") {
+    executor_info info{o.num_kv_blocks > 0 ? o.num_kv_blocks : 4096, o.block_size, tok.vocab_size(), 1 << 20, "null"};
+    ex = std::make_shared<null_executor>(info, tok.vocab_size() > 1000 ? 1000 : 3);
+    model_desc = "tokenizer of " + file.path() + " (null executor)";
+  } else {
+    model::cpu_executor_options eo;
+    eo.block_size = o.block_size;
+    eo.kv_cache_bytes = o.kv_cache_bytes;
+    eo.num_kv_blocks = o.num_kv_blocks;
+    auto cpu = std::make_shared<model::cpu_executor>(file, eo);
+    model_desc = cpu->config().name + " (" + cpu->config().summary() + ")";
+    ex = cpu;
+  }
+  actors::runtime_options ro = o.runtime(ex->info(), file.path());
+  if (auto err = validate_engine_config(ro.sched, ro.cache, ex->info().num_kv_blocks); !err.empty()) {
+    spdlog::error("conveyor serve: {}", err);
+    return 2;
+  }
+  install_stop_handlers();
+  const executor_info info = ex->info();
+  actors::runtime rt(ro, std::move(ex), tok);
+  spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}; router {} pub {} pull {}",
+               model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
+               to_string(ro.sched.batching), rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
+  std::thread signals([&] {
+    unsigned char sig = 0;
+    if (::read(g_signal_pipe[0], &sig, 1) == 1 && sig != 0)
+      rt.control().request_stop(0, sig == SIGINT ? "SIGINT" : "SIGTERM");
+  });
+  const int code = rt.control().wait();
+  spdlog::info("conveyor serve: {}: draining (up to {} s)", rt.control().why(), o.drain_timeout_s);
+  const unsigned char wake = 0;  // wakes the signal thread if a failure stopped us
+  [[maybe_unused]] auto n = ::write(g_signal_pipe[1], &wake, 1);
+  signals.join();
+  const int rc = rt.shutdown(o.drain_timeout_s);
+  spdlog::info("conveyor serve: stopped");
+  return code != 0 ? code : rc;
+}
+
+} // namespace
+
+void register_serve(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<serve_options>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve generation jobs over ZeroMQ (ROUTER submit/control, PULL submit, PUB streams)");
+  o->add_flags(*cmd);
+  cmd->callback([o, &exit_code] {
+    try {
+      exit_code = run_serve(*o);
+    } catch (const model::gguf_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const model::model_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const model::tokenizer_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const transport::bind_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const std::exception& e) {
+      spdlog::error("conveyor serve: internal error: {}", e.what());
+      exit_code = 1;
+    }
+  });
+}
+
+} // namespace conveyor::tools

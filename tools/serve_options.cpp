@@ -1,0 +1,65 @@
+#include "tools/serve_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+
+namespace conveyor::tools {
+
+void serve_options::add_flags(CLI::App& cmd) {
+  cmd.set_config("--config", "", "TOML file with any of these settings (flag names with _ or -)");
+  cmd.add_option("--model,-m", model, "Model name (smollm2) or GGUF path")->capture_default_str();
+  cmd.add_option("--device", device, "cpu, or null (fixed token, no arithmetic: measures the runtime itself)")
+      ->check(CLI::IsMember({"cpu", "null"}))->capture_default_str();
+  cmd.add_option("--router", router, "ROUTER endpoint (submit and control ops)")->capture_default_str();
+  cmd.add_option("--pub", pub, "PUB endpoint (job event streams, sys/ heartbeat)")->capture_default_str();
+  cmd.add_option("--pull", pull, "PULL endpoint (fire-and-forget submits)")->capture_default_str();
+  cmd.add_option("--max-num-seqs,--max_num_seqs", max_num_seqs, "Most sequences per step")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens,--max_num_batched_tokens", max_num_batched_tokens, "Token budget per step")->capture_default_str();
+  cmd.add_option("--max-model-len,--max_model_len", max_model_len, "Longest prompt + output (0: the model's context)")->capture_default_str();
+  cmd.add_option("--block-size,--block_size", block_size, "Tokens per KV block")->capture_default_str();
+  cmd.add_option("--kv-cache-bytes,--kv_cache_bytes", kv_cache_bytes, "Memory for the KV cache")->capture_default_str();
+  cmd.add_option("--num-kv-blocks,--num_kv_blocks", num_kv_blocks, "KV blocks (overrides --kv-cache-bytes)")->capture_default_str();
+  cmd.add_option("--enable-prefix-caching,--enable_prefix_caching", enable_prefix_caching, "Reuse cached prompt blocks")->capture_default_str();
+  cmd.add_option("--scheduling-policy,--scheduling_policy", scheduling_policy, "fcfs | priority")->capture_default_str();
+  cmd.add_option("--batching", batching, "continuous | static")->capture_default_str();
+  cmd.add_option("--kv-watermark,--kv_watermark", kv_watermark, "Fraction of KV blocks kept free at admission")->capture_default_str();
+  cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();
+  cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
+  cmd.add_option("--drain-timeout,--drain_timeout", drain_timeout_s, "Seconds running jobs get to finish at shutdown")->capture_default_str();
+  cmd.add_option("--worker-threads,--worker_threads", worker_threads, "CAF worker threads")->capture_default_str();
+}
+
+std::string serve_options::validate() const {
+  if (!parse_scheduling_policy(scheduling_policy)) return "scheduling_policy must be fcfs or priority, not '" + scheduling_policy + "'";
+  if (!parse_batching_mode(batching)) return "batching must be continuous or static, not '" + batching + "'";
+  if (max_model_len < 0) return "max_model_len must be >= 0 (0: the model's context)";
+  if (max_num_queued_reqs < 0 || max_num_queued_tokens < 0) return "max_num_queued_reqs / max_num_queued_tokens must be >= 0 (0: unbounded)";
+  if (drain_timeout_s < 0) return "drain_timeout must be >= 0 seconds";
+  if (worker_threads < 1 || worker_threads > 64) return "worker_threads must be in 1..64";
+  if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
+  return {};
+}
+
+actors::runtime_options serve_options::runtime(const executor_info& info, const std::string& model_path) const {
+  actors::runtime_options r;
+  r.sched.max_num_seqs = max_num_seqs;
+  r.sched.max_num_batched_tokens = max_num_batched_tokens;
+  const int32_t pool_tokens = info.num_kv_blocks * info.block_size;
+  r.sched.max_model_len = max_model_len > 0 ? max_model_len : std::min(info.max_model_len, pool_tokens);
+  r.sched.policy = *parse_scheduling_policy(scheduling_policy);
+  r.sched.batching = *parse_batching_mode(batching);
+  if (max_num_queued_reqs > 0) r.sched.max_num_queued_reqs = max_num_queued_reqs;
+  if (max_num_queued_tokens > 0) r.sched.max_num_queued_tokens = max_num_queued_tokens;
+  r.cache.block_size = info.block_size;
+  r.cache.enable_prefix_caching = enable_prefix_caching;
+  r.cache.kv_watermark = kv_watermark;
+  r.router_ep = router;
+  r.pub_ep = pub;
+  r.pull_ep = pull;
+  r.model_name = std::filesystem::path(model_path).filename().string();
+  r.worker_threads = worker_threads;
+  return r;
+}
+
+} // namespace conveyor::tools

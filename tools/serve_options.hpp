@@ -1,0 +1,46 @@
+// Every `conveyor serve` setting: one field per flag, the same names in the TOML config
+// (design.md §4, vLLM's names where the meaning is the same).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "actors/runtime.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace conveyor::tools {
+
+struct serve_options {
+  std::string model = "smollm2";
+  std::string device = "cpu";  ///< cpu | null (no arithmetic: the runtime's own overhead)
+  std::string router = "tcp://127.0.0.1:5555";
+  std::string pub = "tcp://127.0.0.1:5556";
+  std::string pull = "tcp://127.0.0.1:5557";
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_model_len = 0;  ///< 0: the model's context, capped by the KV pool
+  int32_t block_size = 16;
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+  int32_t num_kv_blocks = 0;  ///< > 0 overrides kv_cache_bytes
+  bool enable_prefix_caching = true;
+  std::string scheduling_policy = "fcfs";
+  std::string batching = "continuous";
+  double kv_watermark = 0.0;
+  int32_t max_num_queued_reqs = 0;    ///< 0: unbounded
+  int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
+  double drain_timeout_s = 30.0;
+  int32_t worker_threads = 2;
+
+  /// Adds every flag (and --config) to `cmd`.
+  void add_flags(CLI::App& cmd);
+  /// "" when the settings are usable, else what is wrong and how to fix it.
+  std::string validate() const;
+  /// The runtime's options, with max_model_len resolved against the executor.
+  actors::runtime_options runtime(const executor_info& info, const std::string& model_path) const;
+};
+
+} // namespace conveyor::tools
