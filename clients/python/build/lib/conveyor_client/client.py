@@ -1,0 +1,267 @@
+"""Client: the synchronous conveyor client (one DEALER to the ROUTER, one SUB to the PUB).
+
+Thread-safety: ZeroMQ sockets are not thread-safe, so a Client must only be used by the thread
+that uses it first; give every thread its own Client (they may share one zmq.Context).
+"""
+import time
+
+import zmq
+
+from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
+                       check_reply, pack, raise_for_event, topic_for, unpack)
+from .sequencer import JobSequencer
+
+
+class _Tracked:
+    """A job whose events this client collects: its sequencer, when it last made progress, and
+    a failure that ended its tracking (fetch said not_found, say)."""
+
+    def __init__(self, job_id, next_seq):
+        self.seq = JobSequencer(job_id, next_seq)
+        self.last_progress = time.monotonic()
+        self.error = None
+
+
+class Client:
+    """Talks to one conveyor server.
+
+    router, pub: the server's ROUTER and PUB endpoints.
+    request_timeout: seconds to wait for each reply; a request is sent 1 + retries times, on a
+        fresh DEALER each time (ZeroMQ's "lazy pirate"), before ConveyorTimeout.
+    idle_fetch_s: a streamed job with no new event for this long is fetched (the lost event may
+        have been its last one).
+    """
+
+    def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
+                 request_timeout=10.0, retries=2, idle_fetch_s=1.0, fetch_batch=1024):
+        self._ctx = context or zmq.Context.instance()
+        self._router = router
+        self._request_timeout = request_timeout
+        self._retries = retries
+        self._idle_fetch_s = idle_fetch_s
+        self._fetch_batch = fetch_batch
+        self._jobs = {}
+        #: The last heartbeat event seen on "sys/" (after subscribe_heartbeat()), or None.
+        self.last_heartbeat = None
+        self._dealer = None
+        self._open_dealer()
+        self._sub = self._ctx.socket(zmq.SUB)
+        self._sub.setsockopt(zmq.LINGER, 0)
+        self._sub.setsockopt(zmq.RCVHWM, 100000)
+        self._sub.connect(pub)
+
+    # --- lifetime --------------------------------------------------------------------------
+    def close(self):
+        if self._dealer is not None:
+            self._dealer.close(0)
+            self._dealer = None
+        if self._sub is not None:
+            self._sub.close(0)
+            self._sub = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _open_dealer(self):
+        if self._dealer is not None:
+            self._dealer.close(0)
+        self._dealer = self._ctx.socket(zmq.DEALER)
+        self._dealer.setsockopt(zmq.LINGER, 0)
+        self._dealer.setsockopt(zmq.SNDTIMEO, int(self._request_timeout * 1000))
+        self._dealer.connect(self._router)
+
+    # --- requests --------------------------------------------------------------------------
+    def _request(self, msg):
+        """Sends msg, returns (reply map, attempt number). Resends on a fresh socket on timeout."""
+        data = pack(msg)
+        for attempt in range(self._retries + 1):
+            try:
+                self._dealer.send(data)
+                if self._dealer.poll(int(self._request_timeout * 1000), zmq.POLLIN):
+                    return unpack(self._dealer.recv()), attempt
+            except zmq.Again:
+                pass
+            except ValueError as e:  # msgpack could not decode the reply
+                raise ConveyorError("internal", "undecodable reply: %s" % e, id=msg.get("id"))
+            self._open_dealer()  # a late reply to the lost attempt must not be read as ours
+        raise ConveyorTimeout("no reply from %s to %s after %d attempts"
+                              % (self._router, msg.get("op"), self._retries + 1), msg.get("id"))
+
+    def _call(self, msg):
+        return check_reply(self._request(msg)[0], msg.get("id"))
+
+    def submit(self, prompt=None, messages=None, prompt_tokens=None, id=None, **params):
+        """Submits one job and returns its id (a new uuid4 when id is None). params are the
+        protocol's submit fields (max_tokens, temperature, stop, stream, ...). The job's topic
+        is subscribed before the submit is sent, so no event is missed. Raises ConveyorError
+        when the server refuses the job; a `duplicate` answer to a resend counts as accepted."""
+        msg = build_submit(id, prompt, messages, prompt_tokens, **params)
+        job_id = msg["id"]
+        was_tracked = job_id in self._jobs
+        self._track(job_id)
+        try:
+            reply, attempt = self._request(msg)
+            if attempt > 0 and not reply.get("ok") and \
+                    (reply.get("error") or {}).get("code") == "duplicate":
+                return job_id
+            check_reply(reply, job_id)
+        except BaseException:
+            if not was_tracked:
+                self.forget(job_id)
+            raise
+        return job_id
+
+    def cancel(self, job_id):
+        """Cancels a job; returns its state afterwards ("cancelled", or its final state)."""
+        return self._call({"op": "cancel", "id": job_id})["state"]
+
+    def status(self, job_id):
+        """The status reply: state, prompt_tokens, completion_tokens, next_seq, finish_reason?"""
+        return self._call({"op": "status", "id": job_id})
+
+    def fetch(self, job_id, from_seq=0, max_events=1024):
+        """The fetch reply: {"events": [...], "complete": bool, ...}."""
+        return self._call({"op": "fetch", "id": job_id, "from_seq": from_seq,
+                           "max_events": max_events})
+
+    def stats(self):
+        return self._call({"op": "stats"})
+
+    def health(self):
+        return self._call({"op": "health"})
+
+    # --- events ----------------------------------------------------------------------------
+    def _track(self, job_id, next_seq=0):
+        tracked = self._jobs.get(job_id)
+        if tracked is None:
+            tracked = self._jobs[job_id] = _Tracked(job_id, next_seq)
+            self._sub.setsockopt_string(zmq.SUBSCRIBE, topic_for(job_id))
+        return tracked
+
+    def forget(self, job_id):
+        """Stops collecting a job's events (its buffered events are dropped)."""
+        if self._jobs.pop(job_id, None) is not None and self._sub is not None:
+            self._sub.setsockopt_string(zmq.UNSUBSCRIBE, topic_for(job_id))
+
+    def subscribe_heartbeat(self):
+        """Also receive "sys/" heartbeats (kept in last_heartbeat)."""
+        self._sub.setsockopt_string(zmq.SUBSCRIBE, "sys/")
+
+    def _dispatch(self, frames):
+        if len(frames) != 2:
+            return
+        try:
+            event = unpack(frames[1])
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        if frames[0] == b"sys/":
+            self.last_heartbeat = event
+            return
+        tracked = self._jobs.get(event.get("id"))
+        if tracked is not None and tracked.seq.add(event):
+            tracked.last_progress = time.monotonic()
+
+    def _pump(self, timeout_s):
+        """Receives what the SUB socket has, waiting up to timeout_s for the first message."""
+        if not self._sub.poll(max(0, int(timeout_s * 1000)), zmq.POLLIN):
+            return
+        while True:
+            try:
+                frames = self._sub.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._dispatch(frames)
+
+    def _repair(self, tracked):
+        """Fetches from the job's next_seq until the hole is filled or history ends."""
+        tracked.last_progress = time.monotonic()
+        try:
+            while not tracked.seq.finished:
+                reply = self.fetch(tracked.seq.job_id, tracked.seq.next_seq, self._fetch_batch)
+                events = reply.get("events") or []
+                new = tracked.seq.add_all(events)
+                if reply.get("complete") or len(events) < self._fetch_batch or new == 0:
+                    break
+        except ConveyorError as e:
+            tracked.error = e
+
+    def _maintain(self):
+        now = time.monotonic()
+        for tracked in list(self._jobs.values()):
+            if tracked.seq.finished or tracked.error is not None:
+                continue
+            if tracked.seq.has_gap or now - tracked.last_progress >= self._idle_fetch_s:
+                self._repair(tracked)
+
+    def stream(self, job_id, timeout=None, from_seq=0):
+        """Yields the job's events in seq order, without gaps, ending with its terminal event
+        (done or error; an error event is yielded, not raised). A job this client did not
+        submit is joined late: its history is fetched from from_seq first. Raises
+        ConveyorTimeout when timeout seconds pass without the terminal event (calling stream()
+        again resumes), ConveyorError when the server forgot the job."""
+        tracked = self._jobs.get(job_id)
+        if tracked is None:
+            tracked = self._track(job_id, from_seq)
+            self._repair(tracked)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            events = tracked.seq.take()
+            if tracked.seq.finished:
+                self.forget(job_id)
+            yield from events
+            if tracked.seq.finished:
+                return
+            if tracked.error is not None:
+                self.forget(job_id)
+                raise tracked.error
+            wait = self._idle_fetch_s
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise ConveyorTimeout("job %s: no terminal event within %ss"
+                                          % (job_id, timeout), job_id)
+            self._pump(wait)
+            self._maintain()
+
+    def poll(self, timeout=0.0):
+        """Ready events of every job this client tracks, as (id, event) pairs in seq order per
+        job, waiting up to timeout seconds for the first. A job stops being tracked after its
+        terminal event. A job that failed on the client side (the server forgot it) gets one
+        error event with seq None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = []
+            for job_id, tracked in list(self._jobs.items()):
+                out.extend((job_id, ev) for ev in tracked.seq.take())
+                if tracked.seq.finished:
+                    self.forget(job_id)
+                elif tracked.error is not None:
+                    e = tracked.error
+                    out.append((job_id, {"id": job_id, "seq": None, "kind": "error",
+                                         "code": e.code, "message": e.message}))
+                    self.forget(job_id)
+            remaining = deadline - time.monotonic()
+            if out or remaining <= 0:
+                return out
+            self._pump(min(remaining, self._idle_fetch_s))
+            self._maintain()
+
+    def wait(self, job_id, timeout=None):
+        """The job's done event; raises ConveyorError if it ended with an error event."""
+        last = None
+        for last in self.stream(job_id, timeout):
+            pass
+        return raise_for_event(last)
+
+    def generate(self, prompt=None, messages=None, prompt_tokens=None, id=None, timeout=None,
+                 **params):
+        """Submits a job and returns its full output text. Sends "stream": false unless given
+        (only the final text is needed). Raises ConveyorError on rejection or an error event."""
+        params.setdefault("stream", False)
+        job_id = self.submit(prompt, messages, prompt_tokens, id, **params)
+        return self.wait(job_id, timeout)["text"]
