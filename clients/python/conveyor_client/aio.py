@@ -10,27 +10,27 @@ import zmq.asyncio
 
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
                        check_reply, pack, raise_for_event, topic_for, unpack)
-from .sequencer import JobSequencer
+from .sequencer import TrackedJob
 
 
-class _Tracked:
+class _Tracked(TrackedJob):
     def __init__(self, job_id, next_seq):
-        self.seq = JobSequencer(job_id, next_seq)
-        self.last_progress = time.monotonic()
+        super().__init__(job_id, next_seq, time.monotonic())
         self.changed = asyncio.Event()
-        self.error = None
 
 
 class AsyncClient:
     """See Client; every method is a coroutine, and stream() is an async generator."""
 
     def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
-                 request_timeout=10.0, retries=2, idle_fetch_s=1.0, fetch_batch=1024):
+                 request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
+                 fetch_batch=1024):
         self._ctx = context or zmq.asyncio.Context.instance()
         self._router = router
         self._request_timeout = request_timeout
         self._retries = retries
         self._idle_fetch_s = idle_fetch_s
+        self._first_event_s = first_event_s
         self._fetch_batch = fetch_batch
         self._jobs = {}
         self._lock = None
@@ -160,7 +160,7 @@ class AsyncClient:
                 tracked.changed.set()
 
     async def _repair(self, tracked):
-        tracked.last_progress = time.monotonic()
+        tracked.fetched(time.monotonic())
         try:
             while not tracked.seq.finished:
                 reply = await self.fetch(tracked.seq.job_id, tracked.seq.next_seq,
@@ -190,11 +190,10 @@ class AsyncClient:
             if tracked.error is not None:
                 self.forget(job_id)
                 raise tracked.error
-            idle = time.monotonic() - tracked.last_progress
-            if tracked.seq.has_gap or idle >= self._idle_fetch_s:
+            wait = tracked.fetch_due(time.monotonic(), self._idle_fetch_s, self._first_event_s)
+            if wait <= 0:
                 await self._repair(tracked)
                 continue
-            wait = self._idle_fetch_s - idle
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:

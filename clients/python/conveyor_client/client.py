@@ -9,17 +9,12 @@ import zmq
 
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
                        check_reply, pack, raise_for_event, topic_for, unpack)
-from .sequencer import JobSequencer
+from .sequencer import TrackedJob
 
 
-class _Tracked:
-    """A job whose events this client collects: its sequencer, when it last made progress, and
-    a failure that ended its tracking (fetch said not_found, say)."""
-
+class _Tracked(TrackedJob):
     def __init__(self, job_id, next_seq):
-        self.seq = JobSequencer(job_id, next_seq)
-        self.last_progress = time.monotonic()
-        self.error = None
+        super().__init__(job_id, next_seq, time.monotonic())
 
 
 class Client:
@@ -30,15 +25,19 @@ class Client:
         fresh DEALER each time (ZeroMQ's "lazy pirate"), before ConveyorTimeout.
     idle_fetch_s: a streamed job with no new event for this long is fetched (the lost event may
         have been its last one).
+    first_event_s: a job with no event at all this long after submit is fetched once (its
+        first events may have beaten the new subscription to the server; see TrackedJob).
     """
 
     def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
-                 request_timeout=10.0, retries=2, idle_fetch_s=1.0, fetch_batch=1024):
+                 request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
+                 fetch_batch=1024):
         self._ctx = context or zmq.Context.instance()
         self._router = router
         self._request_timeout = request_timeout
         self._retries = retries
         self._idle_fetch_s = idle_fetch_s
+        self._first_event_s = first_event_s
         self._fetch_batch = fetch_batch
         self._jobs = {}
         #: The last heartbeat event seen on "sys/" (after subscribe_heartbeat()), or None.
@@ -179,7 +178,7 @@ class Client:
 
     def _repair(self, tracked):
         """Fetches from the job's next_seq until the hole is filled or history ends."""
-        tracked.last_progress = time.monotonic()
+        tracked.fetched(time.monotonic())
         try:
             while not tracked.seq.finished:
                 reply = self.fetch(tracked.seq.job_id, tracked.seq.next_seq, self._fetch_batch)
@@ -195,8 +194,14 @@ class Client:
         for tracked in list(self._jobs.values()):
             if tracked.seq.finished or tracked.error is not None:
                 continue
-            if tracked.seq.has_gap or now - tracked.last_progress >= self._idle_fetch_s:
+            if tracked.fetch_due(now, self._idle_fetch_s, self._first_event_s) <= 0:
                 self._repair(tracked)
+
+    def _next_fetch_in(self):
+        now = time.monotonic()
+        due = [t.fetch_due(now, self._idle_fetch_s, self._first_event_s)
+               for t in self._jobs.values() if not t.seq.finished and t.error is None]
+        return max(0.001, min(due, default=self._idle_fetch_s))
 
     def stream(self, job_id, timeout=None, from_seq=0):
         """Yields the job's events in seq order, without gaps, ending with its terminal event
@@ -219,7 +224,8 @@ class Client:
             if tracked.error is not None:
                 self.forget(job_id)
                 raise tracked.error
-            wait = self._idle_fetch_s
+            wait = max(0.001, tracked.fetch_due(time.monotonic(), self._idle_fetch_s,
+                                                self._first_event_s))
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
@@ -248,7 +254,7 @@ class Client:
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
                 return out
-            self._pump(min(remaining, self._idle_fetch_s))
+            self._pump(min(remaining, self._next_fetch_in()))
             self._maintain()
 
     def wait(self, job_id, timeout=None):

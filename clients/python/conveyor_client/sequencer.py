@@ -54,3 +54,32 @@ class JobSequencer:
         out = list(self._ready)
         self._ready.clear()
         return out
+
+
+class TrackedJob:
+    """A job whose events a client collects: its sequencer, when it last made progress, whether
+    the early check was done, and a failure that ended tracking (fetch said not_found, say).
+
+    NOTE: a SUBSCRIBE travels to the server on the PUB connection while the submit travels on
+    the DEALER's, so the server may publish a job's first events before the subscription lands.
+    A job that shows no event `first_event_s` after tracking started is therefore fetched
+    once early, instead of waiting the full idle time."""
+
+    def __init__(self, job_id, next_seq, now):
+        self.seq = JobSequencer(job_id, next_seq)
+        self.start_seq = next_seq
+        self.last_progress = now
+        self.early_checked = False
+        self.error = None
+
+    def fetch_due(self, now, idle_fetch_s, first_event_s):
+        """Seconds until a fetch is due (<= 0: now)."""
+        if self.seq.has_gap:
+            return 0.0
+        if not self.early_checked and self.seq.next_seq == self.start_seq:
+            return min(first_event_s, idle_fetch_s) - (now - self.last_progress)
+        return idle_fetch_s - (now - self.last_progress)
+
+    def fetched(self, now):
+        self.early_checked = True
+        self.last_progress = now

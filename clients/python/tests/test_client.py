@@ -51,6 +51,12 @@ def test_dropped_events_are_repaired():
         assert any(r["op"] == "fetch" for r in server.requests)
 
 
+def test_events_published_before_the_subscription_landed_are_fetched_early():
+    with FakeServer(drop=lambda e: e["kind"] in ("accepted", "done")) as server, \
+            Client(server.router, server.pub, idle_fetch_s=30.0) as c:
+        assert c.generate(PROMPT, timeout=5) == PROMPT
+
+
 def test_a_second_client_joins_late_through_fetch(client, server):
     job_id = client.submit(PROMPT)
     client.wait(job_id, timeout=10)

@@ -223,3 +223,23 @@ def test_poll_reports_a_forgotten_job_as_an_error_event(make):
     out = c.poll(timeout=0.5)
     assert out == [("x", {"id": "x", "seq": None, "kind": "error", "code": "not_found",
                           "message": "no job x"})]
+
+
+def test_a_job_with_no_event_yet_is_fetched_early_once(make):
+    # The subscription lost the race with the submit: every event was published before it
+    # landed. The early check finds them long before the (here 30 s) idle fetch would.
+    h = history("a", 3)
+    c = make({"a": h}, [], idle_fetch_s=30.0, first_event_s=0.05)
+    c._track("a")
+    assert streamed(c, "a", timeout=5) == h
+    assert c.fetches == [("a", 0)]
+
+
+def test_fetch_due_rules():
+    from conveyor_client.sequencer import TrackedJob
+    t = TrackedJob("a", 0, now=100.0)
+    assert t.fetch_due(100.0, idle_fetch_s=1.0, first_event_s=0.05) == pytest.approx(0.05)
+    t.fetched(100.1)                                  # the early check ran: idle rule from now on
+    assert t.fetch_due(100.2, 1.0, 0.05) == pytest.approx(0.9)
+    t.seq.add({"id": "a", "seq": 2, "kind": "tokens"})
+    assert t.fetch_due(100.2, 1.0, 0.05) == 0.0       # a hole: fetch at once
