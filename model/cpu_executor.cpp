@@ -24,7 +24,8 @@ void linear(const float* a, const float* b, float* c, int32_t m, int32_t n, int3
 } // namespace
 
 cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
-    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::load(f, cfg_)) {
+    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::load(f, cfg_, o.small_step_tokens > 0)) {
+  if (o.small_step_tokens < 0) throw model_error("small_step_tokens must be >= 0");
   if (o.block_size <= 0 || o.block_size > 1024) throw model_error("block_size must be in 1..1024");
   const int64_t per_block = paged_kv::block_bytes(cfg_.n_layer, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
   const int64_t blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / per_block;
@@ -37,7 +38,16 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
   info_.device = "cpu";
   match_llama_cpp_ = o.match_llama_cpp;
+  small_step_tokens_ = o.small_step_tokens;
   kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
+}
+
+void cpu_executor::project(const float* a, const float* wf, const qmatrix& wq, float* c, int32_t m, int32_t n,
+                           int32_t k, bool accumulate) {
+  if (m <= small_step_tokens_ && !wq.empty())
+    qgemv(pool_, wq, a, c, m, accumulate);
+  else
+    linear(a, wf, c, m, n, k, accumulate ? 1.0f : 0.0f);
 }
 
 void cpu_executor::check_plan(const step_plan& plan) const {
@@ -72,6 +82,9 @@ step_result cpu_executor::step(const step_plan& plan) {
   check_plan(plan);
   flatten(plan);
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, half = cfg_.n_rot / 2;
+  // Small steps are ~150 short parallel loops: workers spin between them. Big steps leave the
+  // cores to OpenBLAS's threads between loops.
+  pool_.set_spin_us(T <= small_step_tokens_ ? 200 : 0);
   x_.resize(static_cast<size_t>(T) * d);
   for (int32_t t = 0; t < T; ++t)
     std::memcpy(&x_[static_cast<size_t>(t) * d], &w_.token_embd[static_cast<size_t>(tok_[t]) * d], sizeof(float) * d);
@@ -99,7 +112,7 @@ step_result cpu_executor::step(const step_plan& plan) {
   for (int32_t i = 0; i < S; ++i)
     rms_norm(&x_[static_cast<size_t>(rows[i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
   logits_.resize(static_cast<size_t>(S) * V);
-  if (S > 0) linear(h_.data(), w_.lm_head(), logits_.data(), S, V, d, 0.0f);
+  if (S > 0) project(h_.data(), w_.lm_head(), w_.q_lm_head, logits_.data(), S, V, d, false);
 
   step_result r;
   r.step_id = plan.step_id;
@@ -122,7 +135,7 @@ void cpu_executor::attention_block(int32_t l) {
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.attn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
   qkv_.resize(static_cast<size_t>(T) * width);
-  linear(h_.data(), L.wqkv.data(), qkv_.data(), T, width, d, 0.0f);
+  project(h_.data(), L.wqkv.data(), L.q_wqkv, qkv_.data(), T, width, d, false);
 
   const int32_t bs = info_.block_size;
   for (int32_t t = 0; t < T; ++t) {
@@ -154,7 +167,7 @@ void cpu_executor::attention_block(int32_t l) {
     kv_->attend(l, table_[t], pos_[t], h / group, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
                 &attn_[static_cast<size_t>(t) * nq + h * hd], sc, match_llama_cpp_);
   });
-  linear(attn_.data(), L.wo.data(), x_.data(), T, d, nq, 1.0f);  // x += attn · Wo^T
+  project(attn_.data(), L.wo.data(), L.q_wo, x_.data(), T, d, nq, true);  // x += attn · Wo^T
 }
 
 void cpu_executor::ffn_block(int32_t l) {
@@ -163,13 +176,13 @@ void cpu_executor::ffn_block(int32_t l) {
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.ffn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
   gu_.resize(static_cast<size_t>(T) * 2 * ff);
-  linear(h_.data(), L.w_gate_up.data(), gu_.data(), T, 2 * ff, d, 0.0f);
+  project(h_.data(), L.w_gate_up.data(), L.q_gate_up, gu_.data(), T, 2 * ff, d, false);
   act_.resize(static_cast<size_t>(T) * ff);
   for (int32_t t = 0; t < T; ++t) {
     const float* g = &gu_[static_cast<size_t>(t) * 2 * ff];
     silu_mul(g, g + ff, &act_[static_cast<size_t>(t) * ff], ff);
   }
-  linear(act_.data(), L.w_down.data(), x_.data(), T, d, ff, 1.0f);  // x += act · Wdown^T
+  project(act_.data(), L.w_down.data(), L.q_down, x_.data(), T, d, ff, true);  // x += act · Wdown^T
 }
 
 } // namespace conveyor::model

@@ -1,6 +1,7 @@
 // The CPU executor: one fused forward step over the flattened tokens of every scheduled
-// sequence (OpenBLAS GEMMs over all tokens for every projection), attention per sequence over
-// the paged KV cache, sampling per sequence. Owns the weights and the KV pool.
+// sequence (OpenBLAS GEMMs over all tokens for every projection, or for steps of a few tokens
+// the fused dequantize-and-dot kernels of qgemv.hpp), attention per sequence over the paged KV
+// cache, sampling per sequence. Owns the weights and the KV pool.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,9 @@
 #include "model/llama_config.hpp"
 #include "model/llama_weights.hpp"
 #include "model/paged_kv.hpp"
+#include "model/qgemv.hpp"
+#include "model/qgemv_pool.hpp"
 #include "model/sampler.hpp"
-#include "model/thread_pool.hpp"
 
 namespace conveyor::model {
 
@@ -33,6 +35,11 @@ struct cpu_executor_options {
   /// (llama.cpp also converts activations to 8 bits before quantized-weight products; conveyor
   /// does not: that rounding is chaotic, see docs/benchmarks.md "Parity with llama.cpp".)
   bool match_llama_cpp = true;
+  /// Steps of at most this many tokens run every projection and the LM head through the
+  /// quantized-weight kernels (qgemv.hpp) instead of OpenBLAS over the f32 matrices; the raw
+  /// blocks are kept alongside them (+~100 MB for SmolLM2-135M Q4_1). 0: OpenBLAS always, no
+  /// blocks kept. Either way the logits differ only by float summation order.
+  int32_t small_step_tokens = qgemv_max_tokens;
 };
 
 class cpu_executor final : public executor {
@@ -54,12 +61,17 @@ private:
   void flatten(const step_plan& plan);
   void attention_block(int32_t layer);
   void ffn_block(int32_t layer);
+  /// C(m, n) = A(m, k) · W(n, k)^T (+ C when accumulate): qgemv over `wq` for small steps
+  /// (when it was kept), else OpenBLAS over `wf`.
+  void project(const float* a, const float* wf, const qmatrix& wq, float* c, int32_t m, int32_t n, int32_t k,
+               bool accumulate);
 
   llama_config cfg_;
   llama_weights w_;
   executor_info info_;
   std::unique_ptr<paged_kv> kv_;
   bool match_llama_cpp_ = true;
+  int32_t small_step_tokens_ = 0;
 
   // Per-step flattened batch (T tokens) and activations, reused across steps.
   std::vector<token_id> tok_;
@@ -68,7 +80,7 @@ private:
   std::vector<float> rope_cos_, rope_sin_;  // (T, n_rot/2)
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
   sampler_scratch scratch_;
-  thread_pool pool_;
+  spinning_pool pool_;
 };
 
 } // namespace conveyor::model

@@ -1,7 +1,8 @@
-// Loads a Llama GGUF's tensors into f32 matrices (dequantizing in parallel over rows).
+// Loads a Llama GGUF's tensors into f32 matrices, and optionally copies of the projections' raw blocks.
 #include "model/llama_weights.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "model/dequant.hpp"
 #include "model/gguf.hpp"
@@ -16,6 +17,18 @@ std::string shape_str(const gguf_tensor_info& t) {
 }
 
 void append(std::vector<float>& dst, const std::vector<float>& src) { dst.insert(dst.end(), src.begin(), src.end()); }
+
+// Copies the raw blocks of `names` (already shape-checked by load_tensor_f32), stacked in that
+// order, into q; leaves q empty when one of them has a type the qgemv kernels do not read.
+void keep_blocks(const gguf_file& f, std::initializer_list<std::string> names, qmatrix& q) {
+  for (const std::string& name : names) {
+    const gguf_tensor_info* t = f.find_tensor(name);
+    if (!q.append(t->type, f.tensor_data(*t), static_cast<int32_t>(t->ne[1]), static_cast<int32_t>(t->ne[0]))) {
+      q.clear();
+      return;
+    }
+  }
+}
 
 } // namespace
 
@@ -36,12 +49,13 @@ std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, 
   return out;
 }
 
-llama_weights llama_weights::load(const gguf_file& f, const llama_config& c) {
+llama_weights llama_weights::load(const gguf_file& f, const llama_config& c, bool keep) {
   llama_weights w;
   const int64_t d = c.n_embd, q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_head_kv} * c.head_dim;
   w.token_embd = load_tensor_f32(f, "token_embd.weight", d, c.vocab_size);
   w.output_norm = load_tensor_f32(f, "output_norm.weight", d);
   if (!c.tied_output) w.output = load_tensor_f32(f, "output.weight", d, c.vocab_size);
+  if (keep) keep_blocks(f, {c.tied_output ? "token_embd.weight" : "output.weight"}, w.q_lm_head);
   if (c.has_rope_freqs) w.rope_freqs = load_tensor_f32(f, "rope_freqs.weight", c.n_rot / 2);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -56,6 +70,11 @@ llama_weights llama_weights::load(const gguf_file& f, const llama_config& c) {
     L.w_gate_up = load_tensor_f32(f, p + "ffn_gate.weight", d, c.n_ff);
     append(L.w_gate_up, load_tensor_f32(f, p + "ffn_up.weight", d, c.n_ff));
     L.w_down = load_tensor_f32(f, p + "ffn_down.weight", c.n_ff, d);
+    if (!keep) continue;
+    keep_blocks(f, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, L.q_wqkv);
+    keep_blocks(f, {p + "attn_output.weight"}, L.q_wo);
+    keep_blocks(f, {p + "ffn_gate.weight", p + "ffn_up.weight"}, L.q_gate_up);
+    keep_blocks(f, {p + "ffn_down.weight"}, L.q_down);
   }
   return w;
 }

@@ -1,5 +1,6 @@
 // Llama weights dequantized to f32 at load, laid out for one GEMM per projection:
-// Q, K and V rows are stacked into one matrix, gate and up into another.
+// Q, K and V rows are stacked into one matrix, gate and up into another. Optionally each
+// projection also keeps its raw quantized blocks (same row order) for the small-step kernels.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "model/llama_config.hpp"
+#include "model/qgemv_matrix.hpp"
 
 namespace conveyor::model {
 
@@ -24,6 +26,9 @@ struct layer_weights {
   std::vector<float> ffn_norm;   ///< (n_embd)
   std::vector<float> w_gate_up;  ///< (2*n_ff, n_embd): rows of gate, then up
   std::vector<float> w_down;     ///< (n_embd, n_ff)
+  /// The same matrices as raw blocks (qgemv_matrix.hpp); empty when not kept or when a
+  /// tensor's type is not qgemv_supports()ed.
+  qmatrix q_wqkv, q_wo, q_gate_up, q_down;
 };
 
 struct llama_weights {
@@ -32,9 +37,13 @@ struct llama_weights {
   std::vector<float> output;       ///< (vocab, n_embd); empty when the head is tied to token_embd
   std::vector<float> rope_freqs;   ///< (n_rot/2) angle divisors, or empty
   std::vector<layer_weights> layers;
+  /// lm_head() as raw blocks; empty when not kept or not supported.
+  qmatrix q_lm_head;
 
-  /// Loads and dequantizes every tensor the config needs. Throws model_error.
-  static llama_weights load(const gguf_file& f, const llama_config& c);
+  /// Loads and dequantizes every tensor the config needs; with `keep_blocks`, also copies the
+  /// projections' and LM head's raw blocks (about 0.2x the f32 bytes for 4-bit types). Throws
+  /// model_error.
+  static llama_weights load(const gguf_file& f, const llama_config& c, bool keep_blocks = false);
   /// The LM head matrix (vocab, n_embd).
   const float* lm_head() const { return output.empty() ? token_embd.data() : output.data(); }
 };
