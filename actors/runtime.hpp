@@ -47,6 +47,8 @@ public:
   /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
   /// the rest (each gets its done event), flushes their events and stops every thread.
   /// Returns the exit code: 0, or 1 after an executor failure. Idempotent.
+  /// NOTE: call it on the thread that constructed the runtime: with CAF 0.17.6, destroying the
+  /// actor system from another thread was seen to wait forever in ~actor_system.
   int shutdown(double timeout_s);
 
 private:

@@ -94,6 +94,9 @@ std::vector<json> producer::collect(const std::string& id, std::chrono::seconds 
     if (ev["id"] == id) events.push_back(std::move(ev));
     else pending_[ev["id"].get<std::string>()].push_back(std::move(ev));
   }
+  bool whole = !events.empty() && terminal(events.back());
+  for (size_t i = 0; whole && i < events.size(); ++i) whole = events[i]["seq"].get<size_t>() == i;
+  if (whole) return events;
   // Repair whatever the PUB path lost (late subscription, drops) with fetch, as clients do.
   const json f = request({{"op", "fetch"}, {"id", id}, {"from_seq", 0}, {"max_events", 4096}});
   if (f["ok"] == true && f["events"].size() > events.size()) events = f["events"].get<std::vector<json>>();
