@@ -51,6 +51,7 @@ int run_generate(const generate_opts& o) {
   }
   const auto t_load = clock_type::now();
   auto file = model::gguf_file::open(model::resolve_model(o.model));
+  (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::vector<token_id> prompt;
   if (o.chat) {

@@ -44,6 +44,7 @@ int run_serve(const serve_options& o) {
     return 2;
   }
   auto file = model::gguf_file::open(model::resolve_model(o.model));
+  (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::shared_ptr<executor> ex;
   std::string model_desc;
@@ -92,8 +93,13 @@ void register_serve(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<serve_options>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve generation jobs over ZeroMQ (ROUTER submit/control, PULL submit, PUB streams)");
   o->add_flags(*cmd);
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     try {
+      if (auto err = o->apply_config(*cmd); !err.empty()) {
+        spdlog::error("conveyor serve: {}", err);
+        exit_code = 2;
+        return;
+      }
       exit_code = run_serve(*o);
     } catch (const model::gguf_error& e) {
       spdlog::error("conveyor serve: {}", e.what());

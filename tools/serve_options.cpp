@@ -2,12 +2,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <toml++/toml.h>
 
 namespace conveyor::tools {
 
 void serve_options::add_flags(CLI::App& cmd) {
-  cmd.set_config("--config", "", "TOML file with any of these settings (flag names with _ or -)");
+  cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--model,-m", model, "Model name (smollm2) or GGUF path")->capture_default_str();
   cmd.add_option("--device", device, "cpu, or null (fixed token, no arithmetic: measures the runtime itself)")
       ->check(CLI::IsMember({"cpu", "null"}))->capture_default_str();
@@ -28,6 +31,40 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
   cmd.add_option("--drain-timeout,--drain_timeout", drain_timeout_s, "Seconds running jobs get to finish at shutdown")->capture_default_str();
   cmd.add_option("--worker-threads,--worker_threads", worker_threads, "CAF worker threads")->capture_default_str();
+}
+
+std::string serve_options::apply_config(CLI::App& cmd) {
+  if (config_path.empty()) return {};
+  toml::table table;
+  try {
+    table = toml::parse_file(config_path);
+  } catch (const toml::parse_error& e) {
+    return config_path + ": not valid TOML: " + std::string(e.description());
+  }
+  for (const auto& [key, node] : table) {
+    std::string name(key.str());
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* opt = nullptr;
+    try {
+      opt = cmd.get_option("--" + name);
+    } catch (const CLI::OptionNotFound&) {
+      return config_path + ": unknown setting '" + std::string(key.str()) + "' (see conveyor serve --help)";
+    }
+    if (opt->count() > 0 || name == "config") continue;  // the command line wins
+    std::string value;
+    if (node.is_string()) value = *node.value<std::string>();
+    else if (node.is_boolean()) value = *node.value<bool>() ? "true" : "false";
+    else if (node.is_integer()) value = std::to_string(*node.value<int64_t>());
+    else if (node.is_floating_point()) value = std::to_string(*node.value<double>());
+    else return config_path + ": setting '" + std::string(key.str()) + "' must be a string, number or boolean";
+    try {
+      opt->add_result(value);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return config_path + ": setting '" + std::string(key.str()) + "': " + e.what();
+    }
+  }
+  return {};
 }
 
 std::string serve_options::validate() const {

@@ -34,6 +34,11 @@ struct serve_options {
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
   int32_t worker_threads = 2;
+  std::string config_path;
+
+  /// Applies the TOML file named by --config to every setting not given on the command line
+  /// (keys are the flag names with _ or -). Returns "" or what is wrong with the file.
+  std::string apply_config(CLI::App& cmd);
 
   /// Adds every flag (and --config) to `cmd`.
   void add_flags(CLI::App& cmd);

@@ -1,0 +1,111 @@
+// The `conveyor` command on bad input: a one-line error naming the file (or setting) and the
+// problem, exit code 2, no crash.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/gguf_writer.hpp"
+#include "tiny_model.hpp"
+
+namespace conveyor::testing {
+namespace {
+
+struct run_result {
+  int code = -1;
+  std::string output;
+};
+
+run_result run_conveyor(const std::string& args) {
+  const std::string out = std::filesystem::temp_directory_path() / ("conveyor-cli-" + std::to_string(::getpid()) + ".txt");
+  const std::string cmd = std::string(CONVEYOR_BINARY_DIR) + "/conveyor " + args + " >" + out + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(out);
+  run_result r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), std::string(std::istreambuf_iterator<char>(in), {})};
+  std::filesystem::remove(out);
+  return r;
+}
+
+std::string temp_file(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("conveyor-cli-" + std::to_string(::getpid()) + "-" + name)).string();
+}
+
+void expect_error(const std::string& args, const std::string& needle) {
+  BOOST_TEST_CONTEXT("conveyor " << args) {
+    const run_result r = run_conveyor(args);
+    BOOST_TEST(r.code == 2, "exit code " << r.code << ", output: " << r.output);
+    BOOST_TEST(r.output.find(needle) != std::string::npos, "expected '" << needle << "' in: " << r.output);
+    BOOST_TEST(std::count(r.output.begin(), r.output.end(), '\n') <= 2, "not a short error: " << r.output);
+  }
+}
+
+// Rewrites the ggml type id of tensor `name` in a GGUF file (same-size types only).
+void patch_tensor_type(const std::string& path, const std::string& name, uint32_t type) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  const size_t at = bytes.find(name);
+  BOOST_REQUIRE(at != std::string::npos);
+  size_t p = at + name.size();
+  uint32_t n_dims = 0;
+  std::memcpy(&n_dims, bytes.data() + p, 4);
+  p += 4 + 8 * n_dims;
+  f.seekp(static_cast<std::streamoff>(p));
+  f.write(reinterpret_cast<const char*>(&type), 4);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
+  expect_error("generate --model /nonexistent/model.gguf --prompt hi", "no such file");
+  expect_error("generate --model smollm3 --prompt hi", "known model name");
+  expect_error("generate --model " + std::filesystem::temp_directory_path().string() + " --prompt hi", "is a directory");
+
+  const std::string text = temp_file("notes.txt");
+  std::ofstream(text) << "this is not a model\n";
+  expect_error("generate --model " + text + " --prompt hi", "not a GGUF file");
+
+  const std::string tiny = temp_file("tiny.gguf");
+  model::write_tiny_llama(tiny, model::tiny_config_a());
+  const std::string truncated = temp_file("truncated.gguf");
+  std::filesystem::copy_file(tiny, truncated, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(tiny) - 100);
+  expect_error("generate --model " + truncated + " --prompt hi", "truncated");
+
+  const std::string other_arch = temp_file("gpt2.gguf");
+  model::gguf_writer w;
+  w.add_kv("general.architecture", "gpt2");
+  w.write(other_arch);
+  expect_error("generate --model " + other_arch + " --prompt hi", "unsupported architecture 'gpt2'");
+
+  auto spec = model::tiny_config_a();
+  spec.attn_q = model::ggml_type::f16;
+  const std::string odd_type = temp_file("i16.gguf");
+  model::write_tiny_llama(odd_type, spec);
+  patch_tensor_type(odd_type, "blk.0.attn_q.weight", 25);  // F16 -> I16: same size, not loadable
+  expect_error("generate --model " + odd_type + " --prompt hi", "has type I16");
+
+  expect_error("generate --model " + tiny + " --prompt hi --temperature -1", "temperature");
+  for (const auto& p : {text, tiny, truncated, other_arch, odd_type}) std::filesystem::remove(p);
+}
+
+BOOST_AUTO_TEST_CASE(serve_refuses_bad_settings_with_exit_code_2) {
+  const std::string tiny = temp_file("tiny-serve.gguf");
+  model::write_tiny_llama(tiny, model::tiny_config_a());
+  expect_error("serve --model " + tiny + " --batching sometimes", "batching");
+  expect_error("serve --model " + tiny + " --config /nonexistent/conveyor.toml", "conveyor.toml");
+  const std::string cfg = temp_file("bad.toml");
+  std::ofstream(cfg) << "scheduling_policy = \"lottery\"\n";
+  expect_error("serve --model " + tiny + " --config " + cfg, "scheduling_policy");
+  expect_error("serve --model " + tiny + " --max-num-seqs 0 --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* --pull tcp://127.0.0.1:*",
+               "max_num_seqs");
+  std::filesystem::remove(tiny);
+  std::filesystem::remove(cfg);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+} // namespace conveyor::testing
