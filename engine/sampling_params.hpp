@@ -17,7 +17,7 @@ struct sampling_params {
   int32_t top_k = 0;
   /// Drop tokens whose probability is below min_p times the most likely one's. 0 = off.
   float min_p = 0.0f;
-  /// The request's own seed; the same seed and prompt give the same output.
+  /// The request's own seed: with (seed, position) the draw is fixed, whatever else runs.
   uint64_t seed = 0;
 
   /// Returns an empty string when valid, else a message naming the field and the allowed range.
