@@ -1,0 +1,244 @@
+// Construction (memory sizing, weights, buffers) and the step entry point of the CUDA executor;
+// the launches themselves are in cuda_forward.cpp.
+#include "gpu/cuda_executor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "gpu/check.hpp"
+#include "model/cpu_ops.hpp"
+#include "model/gguf.hpp"
+#include "model/llama_weights.hpp"
+
+namespace conveyor::gpu {
+namespace {
+
+[[noreturn]] void bad_plan(const std::string& what) { throw std::invalid_argument("malformed step plan: " + what); }
+
+constexpr int64_t kReserveBytes = int64_t{256} << 20;  // CUDA graphs, cuBLASLt internals, fragmentation
+constexpr int32_t kMaxSplits = 32;
+constexpr int32_t kBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
+
+double gib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+} // namespace
+
+cuda_executor::cuda_executor(const model::gguf_file& f, const cuda_executor_options& o)
+    : cfg_(model::llama_config::from_gguf(f)) {
+  init(&f, o);
+}
+
+cuda_executor::cuda_executor(const model::llama_config& c, const cuda_executor_options& o) : cfg_(c) { init(nullptr, o); }
+
+cuda_executor::~cuda_executor() {
+  for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options& o) {
+  opt_ = o;
+  const std::string where = f ? f->path() + ": " : std::string("dummy model: ");
+  if (o.block_size <= 0 || o.block_size > 1024) throw model::model_error("block_size must be in 1..1024");
+  if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+    throw model::model_error("gpu_memory_utilization must be in (0, 1]");
+  if (o.max_num_batched_tokens < 1 || o.max_num_seqs < 1 || o.num_kv_blocks < 0)
+    throw model::model_error("max_num_batched_tokens and max_num_seqs must be >= 1, num_kv_blocks >= 0");
+  const int32_t hd = cfg_.head_dim;
+  if (hd % 8 != 0 || hd > 256 || cfg_.n_rot % 2 != 0 || cfg_.n_rot > hd || cfg_.n_head % cfg_.n_head_kv != 0 ||
+      cfg_.n_head / cfg_.n_head_kv > 64)
+    throw model::model_error(where + "the CUDA executor needs head_dim a multiple of 8 up to 256, an even n_rot <= "
+                             "head_dim and at most 64 query heads per KV head (this model: head_dim " +
+                             std::to_string(hd) + ", n_rot " + std::to_string(cfg_.n_rot) + ", heads " +
+                             std::to_string(cfg_.n_head) + "/" + std::to_string(cfg_.n_head_kv) + ")");
+  std::string why;
+  if (!cuda_device_available(&why)) throw std::runtime_error("no usable CUDA device: " + why);
+  device_ = o.device;
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<gemm_runner>();
+
+  const int32_t max_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
+  info_.block_size = o.block_size;
+  info_.vocab_size = cfg_.vocab_size;
+  info_.max_model_len = max_len;
+  info_.device = "cuda";
+
+  // Weights.
+  device_arena measure_w;
+  w_.carve(measure_w, cfg_);
+  weight_arena_ = device_arena(measure_w.used(), "weights");
+  w_.carve(weight_arena_, cfg_);
+  if (f)
+    upload_gguf_weights(*f, cfg_, w_, stream_);
+  else
+    fill_dummy_weights(cfg_, w_, o.dummy_seed, stream_);
+
+  // Step capacities, attention tiling, graph buckets.
+  step_caps caps;
+  caps.tokens = o.max_num_batched_tokens;
+  caps.seqs = std::min(o.max_num_seqs, caps.tokens);
+  const int64_t max_blocks_per_seq = (max_len + o.block_size - 1) / o.block_size;
+  caps.blocks = int64_t{caps.seqs} * max_blocks_per_seq;
+  group_ = cfg_.n_head / cfg_.n_head_kv;
+  tile_tokens_ = std::max(1, std::min(64 / group_, 8192 / (hd * group_)));
+  const int32_t graph_max = std::min(256, caps.seqs);
+  if (o.cuda_graphs)
+    for (int32_t b : kBuckets)
+      if (b <= graph_max) buckets_.push_back(b);
+  max_splits_ = kMaxSplits;
+  split_tokens_cap_ = graph_max;
+  graph_split_len_ = std::max(512, (max_len + kMaxSplits - 1) / kMaxSplits);
+  graph_split_len_ = (graph_split_len_ + 31) / 32 * 32;
+  graph_splits_ = (max_len + graph_split_len_ - 1) / graph_split_len_;
+
+  // Activations and constants, sized for the capacities.
+  const int64_t T = caps.tokens, S = caps.seqs, d = cfg_.n_embd, nq = int64_t{cfg_.n_head} * hd,
+                nkv = int64_t{cfg_.n_head_kv} * hd, ff = cfg_.n_ff;
+  auto carve = [&](device_arena& a) {
+    x_ = a.take<float>(T * d);
+    delta_ = a.take<float>(T * d);
+    h_ = a.take<bf16>(T * d);
+    qkv_ = a.take<float>(T * (nq + 2 * nkv));
+    q_ = a.take<bf16>(T * nq);
+    attn_ = a.take<bf16>(T * nq);
+    gu_ = a.take<bf16>(T * 2 * ff);
+    act_ = a.take<bf16>(T * ff);
+    hs_ = a.take<bf16>(S * d);
+    logits_ = a.take<float>(S * cfg_.vocab_size);
+    part_o_ = a.take<float>(int64_t{split_tokens_cap_} * cfg_.n_head * max_splits_ * hd);
+    part_ml_ = a.take<float>(int64_t{split_tokens_cap_} * cfg_.n_head * max_splits_ * 2);
+    rope_ = a.take<float2>(int64_t{max_len} * (cfg_.n_rot / 2));
+    out_ids_ = a.take<int32_t>(S);
+    out_lp_ = a.take<float>(S);
+  };
+  device_arena measure_a;
+  carve(measure_a);
+  act_arena_ = device_arena(measure_a.used(), "activations");
+  carve(act_arena_);
+  meta_ = std::make_unique<step_meta_buffer>(caps);
+  host_ids_.resize(static_cast<size_t>(S));
+  host_lp_.resize(static_cast<size_t>(S));
+
+  // RoPE table with the CPU's own angle function (bit-identical angles).
+  std::vector<float> freqs;
+  if (f && cfg_.has_rope_freqs) freqs = model::load_tensor_f32(*f, "rope_freqs.weight", cfg_.n_rot / 2);
+  {
+    const int32_t half = cfg_.n_rot / 2;
+    std::vector<float2> table(static_cast<size_t>(max_len) * half);
+    std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
+    for (int32_t p = 0; p < max_len; ++p) {
+      model::rope_angles(p, cfg_.n_rot, cfg_.rope_theta, freqs.empty() ? nullptr : freqs.data(), c.data(), s.data());
+      for (int32_t i = 0; i < half; ++i) table[static_cast<size_t>(p) * half + i] = make_float2(c[i], s[i]);
+    }
+    CUDA_CHECK(cudaMemcpy(rope_, table.data(), table.size() * sizeof(float2), cudaMemcpyHostToDevice));
+  }
+
+  // KV pool: what gpu_memory_utilization leaves after everything above (or exactly num_kv_blocks).
+  const int64_t block_bytes = 2 * int64_t{cfg_.n_layer} * o.block_size * cfg_.n_head_kv * hd * int64_t{sizeof(bf16)};
+  int64_t blocks = o.num_kv_blocks;
+  if (blocks == 0) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const int64_t in_use = static_cast<int64_t>(total_b - free_b);
+    const int64_t budget = static_cast<int64_t>(o.gpu_memory_utilization * static_cast<double>(total_b)) - in_use - kReserveBytes;
+    blocks = budget / block_bytes - 1;  // one block is the padding sink
+    if (blocks < 1)
+      throw std::runtime_error(where + "gpu_memory_utilization " + std::to_string(o.gpu_memory_utilization) + " of " +
+                               std::to_string(gib(static_cast<int64_t>(total_b))) + " GiB leaves no room for KV blocks after " +
+                               std::to_string(gib(in_use)) + " GiB in use (weights " + std::to_string(gib(static_cast<int64_t>(weight_arena_.used()))) +
+                               " GiB, activations " + std::to_string(gib(static_cast<int64_t>(act_arena_.used()))) +
+                               " GiB) ---> HINT: raise --gpu-memory-utilization or lower --max-num-batched-tokens");
+  }
+  blocks = std::min<int64_t>(blocks, int64_t{1} << 30);
+  info_.num_kv_blocks = static_cast<int32_t>(blocks);
+  layer_kv_elems_ = (blocks + 1) * cfg_.n_head_kv * o.block_size * hd;
+  kv_arena_ = device_arena(static_cast<size_t>(2 * cfg_.n_layer * layer_kv_elems_) * sizeof(bf16), "KV cache");
+  k_cache_ = kv_arena_.take<bf16>(cfg_.n_layer * layer_kv_elems_);
+  v_cache_ = kv_arena_.take<bf16>(cfg_.n_layer * layer_kv_elems_);
+  CUDA_CHECK(cudaMemsetAsync(k_cache_, 0, kv_arena_.capacity(), stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::string cuda_executor::memory_summary() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "weights %.2f GiB bf16, activations %.2f GiB (%d tokens, %d sequences per step), KV %.2f GiB "
+                "(%d blocks x %d tokens), CUDA graphs for decode batches up to %d",
+                gib(static_cast<int64_t>(weight_arena_.used())), gib(static_cast<int64_t>(act_arena_.used())),
+                meta_->caps().tokens, meta_->caps().seqs, gib(static_cast<int64_t>(kv_arena_.capacity())),
+                info_.num_kv_blocks, info_.block_size, buckets_.empty() ? 0 : buckets_.back());
+  return buf;
+}
+
+void cuda_executor::check_plan(const step_plan& plan) const {
+  const int32_t bs = info_.block_size;
+  if (plan.num_tokens() > meta_->caps().tokens)
+    bad_plan("a step of " + std::to_string(plan.num_tokens()) + " tokens exceeds the CUDA executor's max_num_batched_tokens " +
+             std::to_string(meta_->caps().tokens));
+  if (static_cast<int64_t>(plan.seqs.size()) > meta_->caps().seqs)
+    bad_plan("a step of " + std::to_string(plan.seqs.size()) + " sequences exceeds the CUDA executor's max_num_seqs " +
+             std::to_string(meta_->caps().seqs));
+  for (const auto& s : plan.seqs) {
+    const std::string who = "sequence " + std::to_string(s.id);
+    if (s.tokens.empty()) bad_plan(who + " has no tokens");
+    if (s.num_computed_tokens < 0) bad_plan(who + " has negative num_computed_tokens");
+    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    if (end > info_.max_model_len) bad_plan(who + " reaches position " + std::to_string(end) + " past max_model_len");
+    if (end > static_cast<int64_t>(s.block_table.size()) * bs) bad_plan(who + " has too few blocks for its positions");
+    for (block_id b : s.block_table)
+      if (b < 0 || b >= info_.num_kv_blocks) bad_plan(who + " uses unknown block " + std::to_string(b));
+    for (token_id t : s.tokens)
+      if (t < 0 || t >= cfg_.vocab_size) bad_plan(who + " has token id " + std::to_string(t) + " outside the vocabulary");
+  }
+}
+
+int32_t cuda_executor::bucket_for(int32_t batch) const {
+  for (int32_t b : buckets_)
+    if (b >= batch) return b;
+  return 0;
+}
+
+step_result cuda_executor::step(const step_plan& plan) {
+  check_plan(plan);
+  step_result r;
+  r.step_id = plan.step_id;
+  if (plan.seqs.empty()) return r;
+  CUDA_CHECK(cudaSetDevice(device_));
+  bool decode_only = true;
+  int32_t n_sample = 0;
+  for (const auto& s : plan.seqs) {
+    decode_only = decode_only && s.tokens.size() == 1 && s.sample;
+    n_sample += s.sample ? 1 : 0;
+  }
+  const int32_t bucket = decode_only ? bucket_for(static_cast<int32_t>(plan.seqs.size())) : 0;
+  const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks);
+  meta_->upload(sh, stream_);
+  if (bucket > 0)
+    run_graph(bucket, sh);
+  else
+    forward(sh, eager_split(sh));
+  if (n_sample > 0) {
+    CUDA_CHECK(cudaMemcpyAsync(host_ids_.data(), out_ids_, sizeof(int32_t) * n_sample, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(host_lp_.data(), out_lp_, sizeof(float) * n_sample, cudaMemcpyDeviceToHost, stream_));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  last_samples_ = n_sample;
+  int32_t i = 0;
+  for (const auto& s : plan.seqs) {
+    if (!s.sample) continue;
+    r.sampled.push_back({s.id, host_ids_[static_cast<size_t>(i)], host_lp_[static_cast<size_t>(i)]});
+    ++i;
+  }
+  return r;
+}
+
+std::vector<float> cuda_executor::last_logits() const {
+  std::vector<float> out(static_cast<size_t>(last_samples_) * cfg_.vocab_size);
+  CUDA_CHECK(cudaMemcpy(out.data(), logits_, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+} // namespace conveyor::gpu

@@ -1,0 +1,98 @@
+// The CUDA executor: one fused forward step over the flattened tokens of every scheduled
+// sequence, with the CPU executor's semantics (model/cpu_executor.hpp) and bf16 weights. Per
+// layer: RMSNorm (+ the residual add) -> QKV GEMM -> RoPE + KV write -> paged attention -> O
+// GEMM -> RMSNorm (+ residual) -> gate/up GEMM -> SwiGLU -> down GEMM; then the final norm and
+// LM head on the sampled rows only, and sampling on the device. Only the sampled ids and their
+// log-probabilities come back to the host. Decode-only steps replay CUDA graphs captured per
+// bucketed batch size. docs/gpu.md has the memory layout and the napkin math.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/executor.hpp"
+#include "gpu/arena.hpp"
+#include "gpu/factory.hpp"
+#include "gpu/gemm.hpp"
+#include "gpu/step_meta.hpp"
+#include "gpu/weights.hpp"
+#include "model/llama_config.hpp"
+
+namespace conveyor::gpu {
+
+class cuda_executor final : public executor {
+public:
+  /// Loads the GGUF's weights (bf16). Throws model_error for a model conveyor cannot run and
+  /// std::runtime_error for a CUDA failure or too little GPU memory.
+  cuda_executor(const model::gguf_file& f, const cuda_executor_options& o);
+  /// Random weights of shape `c`, generated on the device.
+  cuda_executor(const model::llama_config& c, const cuda_executor_options& o);
+  ~cuda_executor() override;
+
+  const executor_info& info() const override { return info_; }
+  /// Throws std::invalid_argument for a malformed plan (as the CPU executor does) or one past
+  /// this executor's capacities (max_num_batched_tokens, max_num_seqs); std::runtime_error on a
+  /// CUDA failure.
+  step_result step(const step_plan& plan) override;
+
+  const model::llama_config& config() const { return cfg_; }
+  /// Logits of each sampled row of the last step, in plan order: (num sampled, vocab). Copies
+  /// them from the device (tests and debugging only).
+  std::vector<float> last_logits() const;
+  /// One line: weights, activations and KV pool sizes, graph buckets.
+  std::string memory_summary() const;
+
+private:
+  void init(const model::gguf_file* f, const cuda_executor_options& o);
+  void check_plan(const step_plan& plan) const;
+  /// Launches the whole forward and the sampling for the filled metadata on stream_.
+  void forward(const step_shape& sh, const attn_split& split);
+  attn_split eager_split(const step_shape& sh) const;
+  int32_t bucket_for(int32_t batch) const;
+  void run_graph(int32_t bucket, const step_shape& sh);
+
+  model::llama_config cfg_;
+  executor_info info_;
+  cuda_executor_options opt_;
+  int32_t device_ = 0, sm_count_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<gemm_runner> gemm_;
+  device_arena weight_arena_, act_arena_, kv_arena_;
+  device_weights w_;
+  std::unique_ptr<step_meta_buffer> meta_;
+  int32_t tile_tokens_ = 1, group_ = 1, max_splits_ = 1, split_tokens_cap_ = 0;
+  int32_t graph_split_len_ = 0, graph_splits_ = 1;
+  std::vector<int32_t> buckets_;
+  std::map<int32_t, cudaGraphExec_t> graphs_;
+  int32_t last_samples_ = 0;
+
+  // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.seqs).
+  float* x_ = nullptr;       // (T, d) residual stream
+  float* delta_ = nullptr;   // (T, d) output of O / down projections, added by the next norm
+  bf16* h_ = nullptr;        // (T, d) normalized
+  float* qkv_ = nullptr;     // (T, nq + 2 nkv)
+  bf16* q_ = nullptr;        // (T, nq) rotated queries
+  bf16* attn_ = nullptr;     // (T, nq)
+  bf16* gu_ = nullptr;       // (T, 2 ff)
+  bf16* act_ = nullptr;      // (T, ff)
+  bf16* hs_ = nullptr;       // (S, d) normed sampled rows
+  float* logits_ = nullptr;  // (S, vocab)
+  float* part_o_ = nullptr;  // split-context partials (split_tokens_cap, n_head, max_splits, hd)
+  float* part_ml_ = nullptr;
+  float2* rope_ = nullptr;   // (max_model_len, n_rot/2) (cos, sin)
+  int32_t* out_ids_ = nullptr;  // (S)
+  float* out_lp_ = nullptr;     // (S)
+  std::vector<int32_t> host_ids_;
+  std::vector<float> host_lp_;
+  // KV pool: k then v, each (n_layer, num_blocks + 1, n_kv, block_size, hd) bf16; the last block
+  // of each layer is the padding rows' sink, never handed to the scheduler.
+  bf16* k_cache_ = nullptr;
+  bf16* v_cache_ = nullptr;
+  int64_t layer_kv_elems_ = 0;
+};
+
+} // namespace conveyor::gpu

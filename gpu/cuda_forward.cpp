@@ -1,0 +1,96 @@
+// The CUDA executor's launches: the forward pass over one step's flattened tokens, the
+// context-split policy for attention, and CUDA graphs for decode-only steps.
+//
+// Graphs: a decode-only step of B sequences is padded to the next bucket (1, 2, 4, 8, 16, 24,
+// 32, 48, 64, 96, ... 256) and replays that bucket's graph, captured lazily on first use (one
+// eager warm-up run first, so cuBLASLt has chosen its algorithms and the attention kernel's
+// shared-memory limit is set). Everything a graph reads per step (tokens, positions, block
+// tables, sampling parameters) sits at fixed addresses in the metadata buffer, uploaded before
+// the launch; attention's context split is fixed per bucket from max_model_len, and CTAs past
+// the real context return at once.
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/check.hpp"
+#include "gpu/cuda_executor.hpp"
+
+namespace conveyor::gpu {
+
+void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
+  const int32_t T = sh.tokens, S = sh.samples, d = cfg_.n_embd, hd = cfg_.head_dim;
+  const int32_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd, ff = cfg_.n_ff;
+  const step_meta& m = meta_->device();
+  const kv_shape ks{cfg_.n_head, cfg_.n_head_kv, hd, info_.block_size};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  cudaStream_t st = stream_;
+
+  launch_embedding(m.tokens, w_.token_embd, x_, T, d, st);
+  for (int32_t l = 0; l < cfg_.n_layer; ++l) {
+    const device_layer& L = w_.layers[static_cast<size_t>(l)];
+    bf16* kc = k_cache_ + l * layer_kv_elems_;
+    bf16* vc = v_cache_ + l * layer_kv_elems_;
+    // The previous layer's down projection is added to the residual stream here.
+    launch_rmsnorm(x_, l == 0 ? nullptr : delta_, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
+    gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
+    launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, cfg_.n_rot, st);
+    launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
+    gemm_->run(attn_, L.wo, delta_, true, T, d, nq, 0.0f, st);
+    launch_rmsnorm(x_, delta_, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
+    gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
+    launch_swiglu(gu_, act_, T, ff, st);
+    gemm_->run(act_, L.w_down, delta_, true, T, d, ff, 0.0f, st);
+  }
+  // Final norm (with the last residual add) and LM head for the sampled rows only.
+  launch_rmsnorm(x_, delta_, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
+  gemm_->run(hs_, w_.lm_head, logits_, true, S, cfg_.vocab_size, d, 0.0f, st);
+  launch_sample(logits_, S, cfg_.vocab_size, m.sampling, out_ids_, out_lp_, st);
+}
+
+// Split the context when the step has few tiles (a few long decodes would leave most SMs idle):
+// about 512 positions per split, at most 32 splits, only for steps of up to split_tokens_cap_
+// tokens (the partials' workspace).
+attn_split cuda_executor::eager_split(const step_shape& sh) const {
+  attn_split sp;
+  if (sh.tokens > split_tokens_cap_ || sh.max_ctx <= 1024 || sh.tiles * cfg_.n_head_kv >= 2 * sm_count_) return sp;
+  int32_t n = std::min(max_splits_, (sh.max_ctx + 511) / 512);
+  sp.split_len = ((sh.max_ctx + n - 1) / n + 31) / 32 * 32;
+  n = (sh.max_ctx + sp.split_len - 1) / sp.split_len;
+  if (n <= 1) return attn_split{};
+  sp.n_splits = n;
+  sp.part_o = part_o_;
+  sp.part_ml = part_ml_;
+  return sp;
+}
+
+void cuda_executor::run_graph(int32_t bucket, const step_shape& sh) {
+  auto it = graphs_.find(bucket);
+  if (it == graphs_.end()) {
+    attn_split sp;
+    if (bucket * cfg_.n_head_kv < 2 * sm_count_ && graph_splits_ > 1) {
+      sp.n_splits = graph_splits_;
+      sp.split_len = graph_split_len_;
+      sp.part_o = part_o_;
+      sp.part_ml = part_ml_;
+    }
+    forward(sh, sp);  // warm-up on this step's own data (the graph recomputes the same values)
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      forward(sh, sp);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_CHECK(e);
+    it = graphs_.emplace(bucket, exec).first;
+  }
+  CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+}
+
+} // namespace conveyor::gpu

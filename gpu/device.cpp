@@ -1,0 +1,48 @@
+#include "gpu/device.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+namespace conveyor::gpu {
+
+bool cuda_device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why)
+      *why = e == cudaErrorInsufficientDriver
+                 ? std::string("no NVIDIA driver (or one too old for CUDA 13) on this machine")
+                 : e != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")"
+                                    : std::string("no CUDA device found");
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+    if (why) *why = "cudaGetDeviceProperties failed on device 0";
+    cudaGetLastError();
+    return false;
+  }
+  if (p.major < 8) {
+    if (why)
+      *why = std::string(p.name) + " has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
+             "; the CUDA executor needs 8.0 or newer (bf16)";
+    return false;
+  }
+  return true;
+}
+
+std::string cuda_device_description(int ordinal) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor, p.multiProcessorCount,
+                static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+} // namespace conveyor::gpu

@@ -1,0 +1,92 @@
+// Launchers of the CUDA executor's kernels, one family per .cu (house-style B): plain device
+// pointers in, asynchronous on `stream`, every launch checked. Shapes are row-major; T is the
+// step's flattened token count, bf16 is __nv_bfloat16.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace conveyor::gpu {
+
+using bf16 = __nv_bfloat16;
+
+/// How one sampled row draws its token (engine/sampling_params.hpp, plus the position that keys
+/// the counter-based coin of model/sampler.cpp).
+struct sample_param {
+  float temperature = 0.0f;  ///< 0: greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t position = 0;
+};
+
+/// One step's metadata on the device (uploaded in one copy per step, gpu/step_meta.hpp).
+struct step_meta {
+  const int32_t* tokens = nullptr;         ///< [T]
+  const int32_t* positions = nullptr;      ///< [T]
+  const int32_t* token_seq = nullptr;      ///< [T] the token's sequence, an index into seq_block_off
+  const int32_t* seq_block_off = nullptr;  ///< [S+1] sequence s's blocks are blocks[off[s] .. off[s+1])
+  const int32_t* blocks = nullptr;         ///< block ids, sequence after sequence
+  const int32_t* tile_first = nullptr;     ///< [n_tiles] attention query tiles: first token row
+  const int32_t* tile_count = nullptr;     ///< [n_tiles] rows in the tile: one sequence, consecutive positions
+  const int32_t* sample_rows = nullptr;    ///< [n_sample] token rows whose logits are sampled
+  const sample_param* sampling = nullptr;  ///< [n_sample]
+};
+
+/// Paged KV cache geometry. One layer's K (and V) is
+///   (num_blocks, n_kv, block_size, head_dim) bf16
+/// so one (block, kv head) is a contiguous block_size x head_dim tile.
+struct kv_shape {
+  int32_t n_head = 0, n_kv = 0, head_dim = 0, block_size = 0;
+};
+
+// embedding.cu: x[t, :] = float(table[tokens[t], :]).
+void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_t T, int32_t d, cudaStream_t stream);
+
+// rmsnorm.cu: for each output row i < n_rows, r = rows ? rows[i] : i; when delta is given,
+// x[r] += delta[r] first (written back: the fused residual add); then
+// out[i] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * w).
+void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const float* w, bf16* out, int32_t n_rows,
+                    int32_t d, float eps, cudaStream_t stream);
+
+// rope_kv.cu: qkv (T, (n_head + 2 n_kv) * head_dim) f32 -> q_out (T, n_head * head_dim) bf16 with
+// RoPE (adjacent pairs, "NORM") on the first n_rot dims of each head; K (rotated) and V written to
+// their cache slots. rope (max_pos, n_rot/2) holds (cos, sin) per position and pair.
+void launch_rope_kv_write(const step_meta& m, const float* qkv, const float2* rope, bf16* q_out, bf16* k_cache,
+                          bf16* v_cache, int32_t T, const kv_shape& s, int32_t n_rot, cudaStream_t stream);
+
+/// Split along the context (flash-decoding): n_splits > 1 needs part_o (T, n_head, n_splits,
+/// head_dim) f32 and part_ml (T, n_head, n_splits, 2) f32.
+struct attn_split {
+  int32_t n_splits = 1;
+  int32_t split_len = 0;  ///< positions per split, a multiple of 32
+  float* part_o = nullptr;
+  float* part_ml = nullptr;
+};
+
+// attention.cu: causal attention of every token row over its sequence's paged K/V, positions
+// 0..positions[t]; q and out are (T, n_head * head_dim) bf16. max_tile_rows bounds
+// tile_count * n_head / n_kv over the tiles (it sizes shared memory).
+void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
+                            int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
+                            const attn_split& split, cudaStream_t stream);
+/// Shared memory one attention CTA needs for `rows` query rows (for the launcher's limit check).
+size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim);
+
+// swiglu.cu: gu (T, 2 ff) bf16 = [gate | up] -> out (T, ff) bf16 = silu(gate) * up.
+void launch_swiglu(const bf16* gu, bf16* out, int32_t T, int32_t ff, cudaStream_t stream);
+
+// sampling.cu: one token per row of logits (n_rows, vocab) f32, with model/sampler.cpp's
+// semantics and coin; ids and log-probabilities (of the raw softmax) out.
+void launch_sample(const float* logits, int32_t n_rows, int32_t vocab, const sample_param* params, int32_t* out_ids,
+                   float* out_logprobs, cudaStream_t stream);
+
+// init.cu: p[i] = offset + scale * u(seed, i), u uniform in [-1, 1) from a counter-based hash
+// (dummy weights, generated on the device).
+void launch_fill_random_bf16(bf16* p, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
+void launch_fill_random_f32(float* p, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
+
+} // namespace conveyor::gpu

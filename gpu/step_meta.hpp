@@ -1,0 +1,63 @@
+// One step's metadata, flattened on the host into a pinned buffer and uploaded with one copy.
+// The device buffer's layout is fixed by the capacities, so a captured CUDA graph reads each
+// step's values from the same addresses:
+//
+//   tokens | positions | token_seq | tile_first | tile_count    int32 (cap.tokens each)
+//   sample_rows                                                 int32 (cap.seqs)
+//   seq_block_off                                               int32 (cap.seqs + 2)
+//   sampling                                                    sample_param (cap.seqs)
+//   blocks                                                      int32 (cap.blocks)   <- last: only
+//                                                               the used prefix is copied
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/step.hpp"
+#include "gpu/kernels.hpp"
+
+namespace conveyor::gpu {
+
+struct step_caps {
+  int32_t tokens = 0;  ///< most tokens in one step
+  int32_t seqs = 0;    ///< most sequences (and sampled rows) in one step
+  int64_t blocks = 0;  ///< most block-table entries in one step
+};
+
+/// What the launches of one step need to know on the host.
+struct step_shape {
+  int32_t tokens = 0, seqs = 0, tiles = 0, max_tile_rows = 0, samples = 0, max_ctx = 0;
+  size_t upload_bytes = 0;
+};
+
+class step_meta_buffer {
+public:
+  explicit step_meta_buffer(const step_caps& caps);
+  ~step_meta_buffer();
+  step_meta_buffer(const step_meta_buffer&) = delete;
+  step_meta_buffer& operator=(const step_meta_buffer&) = delete;
+
+  /// Flattens `plan` into the host mirror. Prompt chunks become query tiles of up to
+  /// `tile_tokens` tokens, decode tokens tiles of one. With pad_to > plan size (a decode-only
+  /// step run as a graph bucket) the extra rows are token 0 at position 0 in `pad_block`, sampled
+  /// greedily and ignored. The plan must fit the capacities (checked by the caller).
+  step_shape fill(const step_plan& plan, int32_t pad_to, int32_t tile_tokens, int32_t group, int32_t block_size,
+                  int32_t pad_block);
+  /// Copies the filled part to the device on `stream`.
+  void upload(const step_shape& shape, cudaStream_t stream) const;
+  /// Device pointers; the same for every step.
+  const step_meta& device() const { return dev_view_; }
+  const step_caps& caps() const { return caps_; }
+
+private:
+  step_caps caps_;
+  size_t off_tokens_ = 0, off_pos_ = 0, off_seq_ = 0, off_tfirst_ = 0, off_tcount_ = 0, off_rows_ = 0, off_blockoff_ = 0,
+         off_sampling_ = 0, off_blocks_ = 0, total_ = 0;
+  unsigned char* host_ = nullptr;
+  unsigned char* dev_ = nullptr;
+  step_meta dev_view_;
+};
+
+} // namespace conveyor::gpu
