@@ -1,0 +1,183 @@
+// `conveyor bench`: a load generator speaking the protocol (DEALER submit + SUB streams) that
+// measures a running server as vLLM's benchmark_serving does: TTFT, TPOT, ITL, E2EL, request
+// and token throughput, goodput. Workloads random | anyscale | chat | file; arrivals all at
+// once, Poisson/gamma at --request-rate, capped by --max-concurrency. Progress on stderr, the
+// table on stdout, --json FILE with vLLM's key names, --plot FILE.svg with latency CDFs.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "tools/bench/driver.hpp"
+#include "tools/bench/metrics.hpp"
+#include "tools/bench/plot.hpp"
+#include "tools/bench/report.hpp"
+#include "tools/bench/workload.hpp"
+#include "tools/commands.hpp"
+
+namespace conveyor::tools {
+namespace {
+
+struct bench_opts {
+  bench::driver_options driver;
+  bench::run_settings run;
+  std::string workload = "random", input_dist = "fixed", output_dist = "fixed", request_rate = "inf";
+  std::vector<std::string> goodput;
+  std::string json_path, plot_path;
+  bool detailed = false, no_progress = false;
+  std::optional<uint64_t> job_seed;
+};
+
+// Returns "" or the error; fills the typed settings from the strings.
+std::string parse(bench_opts& o) {
+  bench::workload_options& w = o.run.workload;
+  const auto name = bench::parse_workload_name(o.workload);
+  if (!name) return "--workload must be random, anyscale, chat or file";
+  w.name = *name;
+  const auto in = bench::parse_length_dist(o.input_dist), out = bench::parse_length_dist(o.output_dist);
+  if (!in || !out) return "--input-dist and --output-dist must be fixed, uniform, capped-exp or lognormal";
+  w.input_dist = *in;
+  w.output_dist = *out;
+  if (w.name == bench::workload_name::file && o.run.dataset.empty()) return "--workload file needs --dataset FILE.jsonl";
+  if (w.name != bench::workload_name::file && !o.run.dataset.empty()) return "--dataset needs --workload file";
+  if (auto e = w.validate(); !e.empty()) return e;
+  double& rate = o.run.arrivals.request_rate;
+  if (o.request_rate == "inf") {
+    rate = INFINITY;
+  } else {
+    char* end = nullptr;
+    rate = std::strtod(o.request_rate.c_str(), &end);
+    if (*end != '\0' || !(rate > 0.0) || !std::isfinite(rate)) return "--request-rate must be a number > 0 or inf";
+  }
+  if (!(o.run.arrivals.burstiness > 0.0)) return "--burstiness must be > 0";
+  if (o.run.max_concurrency < 0) return "--max-concurrency must be >= 0 (0: no cap)";
+  for (double p : o.run.percentiles)
+    if (!(p >= 0.0 && p <= 100.0)) return "--metric-percentiles must lie in [0, 100]";
+  if (!(o.driver.timeout_s >= 0.0)) return "--timeout must be >= 0";
+  if (!(o.driver.connect_timeout_s > 0.0)) return "--connect-timeout must be > 0";
+  o.driver.max_concurrency = o.run.max_concurrency;
+  o.driver.submit.seed = o.job_seed;
+  o.run.router_ep = o.driver.router_ep;
+  o.run.pub_ep = o.driver.pub_ep;
+  return bench::parse_goodput(o.goodput, o.run.slo);
+}
+
+std::string now_date() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+int run_bench(bench_opts& o) {
+  if (auto e = parse(o); !e.empty()) {
+    std::cerr << "conveyor bench: " << e << "\n";
+    return 2;
+  }
+  const bench::workload_options& w = o.run.workload;
+  std::vector<bench::bench_request> requests;
+  if (w.name == bench::workload_name::file) {
+    std::ifstream in(o.run.dataset);
+    if (!in) {
+      std::cerr << "conveyor bench: cannot open --dataset " << o.run.dataset << "\n";
+      return 2;
+    }
+    try {
+      requests = bench::read_requests(in, w);
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "conveyor bench: " << o.run.dataset << ": " << e.what() << "\n";
+      return 2;
+    }
+  } else {
+    requests = bench::make_requests(w);
+  }
+  const auto arrivals = bench::arrival_times(static_cast<int32_t>(requests.size()), o.run.arrivals, w.seed);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival_s = arrivals[i];
+  o.run.date = now_date();
+
+  bench::driver_result d;
+  try {
+    d = bench::run_driver(o.driver, requests, [&](const bench::progress& p) {
+      if (!o.no_progress) std::cerr << "\r" << bench::progress_line(p) << std::flush;
+    });
+    if (!o.no_progress) std::cerr << "\n";
+  } catch (const bench::connect_error& e) {
+    std::cerr << "conveyor bench: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // zmq::error_t: a bad endpoint
+    std::cerr << "conveyor bench: " << e.what() << " (check --router and --pub)\n";
+    return 2;
+  }
+  const bench::bench_metrics m = bench::compute_metrics(d.timelines, o.run.slo, o.run.percentiles);
+  std::cout << bench::format_table(o.run, d, m) << std::flush;
+  if (!o.json_path.empty()) {
+    std::ofstream f(o.json_path);
+    f << bench::to_json(o.run, d, m, o.detailed).dump(1) << "\n";
+    if (!f) {
+      std::cerr << "conveyor bench: cannot write --json " << o.json_path << "\n";
+      return 1;
+    }
+  }
+  if (!o.plot_path.empty()) {
+    bench::plot_input p;
+    p.title = "conveyor bench: " + std::string(bench::to_string(w.name)) + ", " + std::to_string(m.completed) +
+              " requests, " + std::to_string(static_cast<int64_t>(m.output_throughput)) + " output tok/s";
+    p.samples = m.samples;
+    p.output_rate = bench::output_rate_series(d.timelines, 60, p.bin_s);
+    std::ofstream f(o.plot_path);
+    f << bench::render_svg(p);
+    if (!f) {
+      std::cerr << "conveyor bench: cannot write --plot " << o.plot_path << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<bench_opts>();
+  bench::workload_options& w = o->run.workload;
+  CLI::App* cmd = app.add_subcommand("bench", "Load-test a running `conveyor serve` and report vLLM-style serving metrics");
+  cmd->add_option("--router", o->driver.router_ep, "The server's ROUTER endpoint")->capture_default_str();
+  cmd->add_option("--pub", o->driver.pub_ep, "The server's PUB endpoint")->capture_default_str();
+  cmd->add_option("--workload", o->workload,
+                  "random | anyscale (512-token prompts, outputs exponential mean 128 capped at --cap) | chat | file")
+      ->capture_default_str();
+  cmd->add_option("--dataset", o->run.dataset, "JSONL prompts for --workload file: {\"prompt\"|\"messages\"|\"prompt_tokens\", \"max_tokens\"?}");
+  cmd->add_option("--num-prompts", w.num_prompts, "Requests in the run")->capture_default_str();
+  cmd->add_option("--input-len", w.input_len, "Prompt tokens (random; chat: about this many words)")->capture_default_str();
+  cmd->add_option("--output-len", w.output_len, "Output tokens, or their distribution's centre/mean")->capture_default_str();
+  cmd->add_option("--input-dist", o->input_dist, "random: fixed | uniform | capped-exp | lognormal")->capture_default_str();
+  cmd->add_option("--output-dist", o->output_dist, "random: fixed | uniform | capped-exp | lognormal")->capture_default_str();
+  cmd->add_option("--range-ratio", w.range_ratio, "uniform: lengths in [len*(1-r), len*(1+r)]")->capture_default_str();
+  cmd->add_option("--lognormal-sigma", w.lognormal_sigma, "lognormal: sigma (the mean is the length)")->capture_default_str();
+  cmd->add_option("--cap", w.cap, "Longest capped-exp/lognormal length (anyscale: 32|128|512|1536)")->capture_default_str();
+  cmd->add_option("--vocab-size", w.vocab_size, "Prompt ids are drawn from [100, min(this, 50001))")->capture_default_str();
+  cmd->add_flag("--ignore-eos", w.ignore_eos, "chat/file: force max_tokens outputs (random/anyscale always do)");
+  cmd->add_option("--seed", w.seed, "Workload and arrival seed")->capture_default_str();
+  cmd->add_option("--request-rate", o->request_rate, "Mean requests/s (Poisson), or inf: all at once")->capture_default_str();
+  cmd->add_option("--burstiness", o->run.arrivals.burstiness, "Gamma shape of arrival gaps (1 = Poisson)")->capture_default_str();
+  cmd->add_option("--max-concurrency", o->run.max_concurrency, "Most requests in flight (0: no cap)")->capture_default_str();
+  cmd->add_option("--temperature", o->driver.submit.temperature, "Sampling temperature of every job")->capture_default_str();
+  cmd->add_option("--job-seed", o->job_seed, "Per-job sampling seed base (job i gets base + i)");
+  cmd->add_option("--goodput", o->goodput, "SLOs for goodput, e.g. --goodput ttft:500 tpot:50 (ms; also e2el:MS)");
+  cmd->add_option("--metric-percentiles", o->run.percentiles, "Percentiles to report")->delimiter(',')->capture_default_str();
+  cmd->add_flag("--retry-overloaded", o->driver.retry_overloaded, "Resend submits refused with overloaded (backoff) instead of counting them");
+  cmd->add_option("--connect-timeout", o->driver.connect_timeout_s, "Seconds to wait for the server's health reply and first heartbeat")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->driver.timeout_s, "Stop after this many seconds (0: wait for every job)")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Write the results (vLLM key names) to this JSON file");
+  cmd->add_flag("--save-detailed", o->detailed, "Add per-request input_lens, output_lens, ttfts, itls to --json");
+  cmd->add_option("--plot", o->plot_path, "Write latency CDFs and throughput over time to this SVG file");
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
+  cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
+}
+
+} // namespace conveyor::tools
