@@ -8,6 +8,7 @@
 #include <iostream>
 #include <random>
 
+#include "gpu/factory.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
@@ -27,6 +28,8 @@ struct generate_opts {
   int64_t seed = -1;
   bool ignore_eos = false;
   int32_t chunk = 512;
+  std::string device = "cpu";
+  double gpu_memory_utilization = 0.90;
 };
 
 using clock_type = std::chrono::steady_clock;
@@ -67,13 +70,29 @@ int run_generate(const generate_opts& o) {
   model::cpu_executor_options eo;
   const int32_t total = static_cast<int32_t>(prompt.size()) + o.max_tokens;
   eo.num_kv_blocks = (total + eo.block_size - 1) / eo.block_size;
-  model::cpu_executor ex(file, eo);
+  std::shared_ptr<executor> ex_owner;
+  if (o.device == "cuda") {
+    std::string why;
+    if (!gpu::cuda_device_available(&why)) {
+      std::cerr << "conveyor generate: --device cuda: " << why << "\n";
+      return 2;
+    }
+    gpu::cuda_executor_options go;
+    go.num_kv_blocks = eo.num_kv_blocks;
+    go.gpu_memory_utilization = o.gpu_memory_utilization;
+    go.max_num_batched_tokens = o.chunk;
+    go.max_num_seqs = 1;
+    ex_owner = gpu::make_cuda_executor(file, go);
+  } else {
+    ex_owner = std::make_shared<model::cpu_executor>(file, eo);
+  }
+  executor& ex = *ex_owner;
   if (total > ex.info().max_model_len) {
     std::cerr << "conveyor generate: prompt (" << prompt.size() << " tokens) + --max-tokens " << o.max_tokens
               << " exceeds the model's context of " << ex.info().max_model_len << " tokens\n";
     return 2;
   }
-  std::cerr << "conveyor: " << ex.config().summary() << "; loaded in " << static_cast<int>(ms_since(t_load))
+  std::cerr << "conveyor: " << model::llama_config::from_gguf(file).summary() << " on " << o.device << "; loaded in " << static_cast<int>(ms_since(t_load))
             << " ms; seed " << sp.seed << "\n";
 
   scheduled_seq seq;
@@ -131,6 +150,9 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed to stderr)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per step (chunked prefill)")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "cuda: fraction of GPU memory to use")
+      ->check(CLI::Range(0.01, 1.0))->capture_default_str();
   cmd->callback([o, &exit_code] {
     try {
       exit_code = run_generate(*o);

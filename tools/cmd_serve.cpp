@@ -11,6 +11,7 @@
 
 #include "actors/runtime.hpp"
 #include "engine/null_executor.hpp"
+#include "gpu/factory.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
@@ -52,6 +53,22 @@ int run_serve(const serve_options& o) {
     executor_info info{o.num_kv_blocks > 0 ? o.num_kv_blocks : 4096, o.block_size, tok.vocab_size(), 1 << 20, "null"};
     ex = std::make_shared<null_executor>(info, tok.vocab_size() > 1000 ? 1000 : 3);
     model_desc = "tokenizer of " + file.path() + " (null executor)";
+  } else if (o.device == "cuda") {
+    std::string why;
+    if (!gpu::cuda_device_available(&why)) {
+      spdlog::error("conveyor serve: --device cuda: {}", why);
+      return 2;
+    }
+    gpu::cuda_executor_options go;
+    go.block_size = o.block_size;
+    go.num_kv_blocks = o.num_kv_blocks;
+    go.gpu_memory_utilization = o.gpu_memory_utilization;
+    go.max_num_batched_tokens = o.max_num_batched_tokens;
+    go.max_num_seqs = o.max_num_seqs;
+    go.max_model_len = o.max_model_len;
+    ex = gpu::make_cuda_executor(file, go);
+    const auto cfg = model::llama_config::from_gguf(file);
+    model_desc = cfg.name + " (" + cfg.summary() + "; bf16 on " + gpu::cuda_device_description(0) + ")";
   } else {
     model::cpu_executor_options eo;
     eo.block_size = o.block_size;

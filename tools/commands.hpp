@@ -13,6 +13,7 @@ void register_generate(CLI::App& app, int& exit_code);
 void register_sim(CLI::App& app, int& exit_code);
 void register_step_bench(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);
+void register_gpu_bench(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 
 } // namespace conveyor::tools

@@ -12,8 +12,10 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
       ->check(CLI::ExistingFile);
   cmd.add_option("--model,-m", model, "Model name (smollm2) or GGUF path")->capture_default_str();
-  cmd.add_option("--device", device, "cpu, or null (fixed token, no arithmetic: measures the runtime itself)")
-      ->check(CLI::IsMember({"cpu", "null"}))->capture_default_str();
+  cmd.add_option("--device", device, "cpu, cuda, or null (fixed token, no arithmetic: measures the runtime itself)")
+      ->check(CLI::IsMember({"cpu", "cuda", "null"}))->capture_default_str();
+  cmd.add_option("--gpu-memory-utilization,--gpu_memory_utilization", gpu_memory_utilization,
+                 "cuda: fraction of GPU memory for weights, activations and the KV pool")->capture_default_str();
   cmd.add_option("--router", router, "ROUTER endpoint (submit and control ops)")->capture_default_str();
   cmd.add_option("--pub", pub, "PUB endpoint (job event streams, sys/ heartbeat)")->capture_default_str();
   cmd.add_option("--pull", pull, "PULL endpoint (fire-and-forget submits)")->capture_default_str();
@@ -74,6 +76,7 @@ std::string serve_options::validate() const {
   if (max_num_queued_reqs < 0 || max_num_queued_tokens < 0) return "max_num_queued_reqs / max_num_queued_tokens must be >= 0 (0: unbounded)";
   if (drain_timeout_s < 0) return "drain_timeout must be >= 0 seconds";
   if (worker_threads < 1 || worker_threads > 64) return "worker_threads must be in 1..64";
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
   return {};
 }

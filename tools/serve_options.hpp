@@ -16,7 +16,8 @@ namespace conveyor::tools {
 
 struct serve_options {
   std::string model = "smollm2";
-  std::string device = "cpu";  ///< cpu | null (no arithmetic: the runtime's own overhead)
+  std::string device = "cpu";  ///< cpu | cuda | null (no arithmetic: the runtime's own overhead)
+  double gpu_memory_utilization = 0.90;  ///< cuda: fraction of GPU memory for weights, activations and KV
   std::string router = "tcp://127.0.0.1:5555";
   std::string pub = "tcp://127.0.0.1:5556";
   std::string pull = "tcp://127.0.0.1:5557";

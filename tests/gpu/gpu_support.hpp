@@ -1,0 +1,64 @@
+// Test support for the GPU tier: the skip precondition, device buffers that are poisoned (NaN)
+// before every run, random inputs, and the relative error ||out - ref|| / ||ref||.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gpu/check.hpp"
+#include "gpu/kernels.hpp"
+
+namespace conveyor::gpu::testing {
+
+/// Precondition of every suite: a usable CUDA device (the reason is the skip message).
+boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id);
+
+/// A device array of n T's, freed on destruction.
+template <class T>
+class dev_array {
+public:
+  explicit dev_array(size_t n) : n_(n) { CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit dev_array(const std::vector<T>& v) : dev_array(v.size()) { upload(v); }
+  ~dev_array() { cudaFree(p_); }
+  dev_array(const dev_array&) = delete;
+  dev_array& operator=(const dev_array&) = delete;
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+  void upload(const std::vector<T>& v) { CUDA_CHECK(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> download() const {
+    std::vector<T> v(n_);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  /// All bytes 0xFF: NaN as f32 and as bf16, -1 as int32.
+  void poison() { CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T))); }
+
+private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+/// bf16 stored as its bits on the host.
+using bf16_bits = uint16_t;
+inline bf16* as_bf16(const dev_array<bf16_bits>& a) { return reinterpret_cast<bf16*>(a.get()); }
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f);
+/// Random values rounded to bf16: the bits, and (in *exact) their exact f32 values.
+std::vector<bf16_bits> random_bf16(std::mt19937& rng, size_t n, float scale, std::vector<float>* exact);
+std::vector<float> to_float(const std::vector<bf16_bits>& v);
+
+/// ||out - ref|| / ||ref|| (NaN anywhere in out gives +inf).
+double rel_error(const std::vector<float>& out, const std::vector<float>& ref);
+bool all_finite(const std::vector<float>& v);
+
+/// Error bounds (METHOD.md): f32 arithmetic well under 1e-4 here; bf16 outputs or operands 1e-2.
+constexpr double f32_bound = 1e-4;
+constexpr double bf16_bound = 1e-2;
+
+} // namespace conveyor::gpu::testing

@@ -1,0 +1,170 @@
+// `conveyor gpu-bench`: the CUDA executor's speed on random weights in Llama-3-8B's shape (bf16,
+// design.md §6). Measures the two ceilings first (device-to-device copy bandwidth, a large
+// cuBLASLt GEMM), then decode step time at each --batches size against the memory-bandwidth
+// floor (weight bytes + KV bytes read per step, over the measured copy bandwidth), and one
+// --prompt-len prefill step in TFLOP/s against the GEMM ceiling. Prints a table; --json FILE.
+// Without a CUDA device (or a build without CUDA) it says so and exits 2.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "gpu/factory.hpp"
+#include "model/llama_config.hpp"
+#include "tools/commands.hpp"
+
+namespace conveyor::tools {
+namespace {
+
+struct gpu_bench_opts {
+  std::vector<int32_t> batches{1, 8, 64, 256};
+  int32_t context = 1024, steps = 32, prompt_len = 2048, gemm_size = 8192;
+  double gpu_memory_utilization = 0.90;
+  std::string json_path;
+};
+
+model::llama_config llama3_8b() {
+  model::llama_config c;
+  c.name = "llama-3-8b-shape (random bf16 weights)";
+  c.n_embd = 4096;
+  c.n_layer = 32;
+  c.n_head = 32;
+  c.n_head_kv = 8;
+  c.head_dim = 128;
+  c.n_ff = 14336;
+  c.vocab_size = 128256;
+  c.n_ctx_train = 8192;
+  c.n_rot = 128;
+  c.rope_theta = 500000.0f;
+  c.rms_eps = 1e-5f;
+  return c;
+}
+
+using clock_type = std::chrono::steady_clock;
+
+step_plan make_plan(int32_t n, int32_t computed, int32_t len, int32_t blocks_per_seq, int32_t vocab) {
+  step_plan p;
+  for (int32_t s = 0; s < n; ++s) {
+    scheduled_seq q;
+    q.id = static_cast<seq_id>(s);
+    q.num_computed_tokens = computed;
+    for (int32_t i = 0; i < len; ++i) q.tokens.push_back((1000 + 7919 * (s + computed + i)) % vocab);
+    for (int32_t b = 0; b < blocks_per_seq; ++b) q.block_table.push_back(s * blocks_per_seq + b);
+    q.sample = true;
+    q.sampling.temperature = 0.0f;
+    p.seqs.push_back(std::move(q));
+  }
+  return p;
+}
+
+double time_ms(executor& ex, const step_plan& p) {
+  const auto t0 = clock_type::now();
+  ex.step(p);
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+int run_gpu_bench(const gpu_bench_opts& o) {
+  std::string why;
+  if (!gpu::cuda_device_available(&why)) {
+    std::cerr << "conveyor gpu-bench: no CUDA device: " << why << "\n";
+    return 2;
+  }
+  const model::llama_config c = llama3_8b();
+  const int32_t max_b = *std::max_element(o.batches.begin(), o.batches.end());
+  const int32_t bs = 16, per_seq = (o.context + o.steps + 8 + bs - 1) / bs;
+  const double d = c.n_embd, hd = c.head_dim, layer_params = d * (c.n_head + 2 * c.n_head_kv) * hd + d * c.n_head * hd + 3.0 * c.n_ff * d;
+  const double weight_bytes = 2.0 * (layer_params * c.n_layer + double(c.vocab_size) * d);
+  const double kv_bytes_per_pos = 2.0 * c.n_layer * c.n_head_kv * hd * 2;  // K and V, bf16
+
+  std::cerr << "conveyor gpu-bench: " << gpu::cuda_device_description(0) << "; measuring ceilings\n";
+  const double copy_bw = gpu::cuda_measure_copy_bandwidth(int64_t{1} << 30);
+  const double gemm_peak = gpu::cuda_measure_gemm_flops(o.gemm_size, o.gemm_size, o.gemm_size);
+
+  gpu::cuda_executor_options eo;
+  eo.block_size = bs;
+  eo.num_kv_blocks = std::max(per_seq * max_b, (o.prompt_len + bs - 1) / bs);
+  eo.max_num_batched_tokens = std::max(o.prompt_len, max_b);
+  eo.max_num_seqs = std::max(max_b, 1);
+  eo.gpu_memory_utilization = o.gpu_memory_utilization;
+  const auto t_load = clock_type::now();
+  auto ex = gpu::make_cuda_executor_dummy(c, eo);
+  const double load_s = std::chrono::duration<double>(clock_type::now() - t_load).count();
+
+  nlohmann::json out{{"device", gpu::cuda_device_description(0)},
+                     {"model", c.name},
+                     {"context", o.context},
+                     {"copy_bandwidth_GBps", copy_bw / 1e9},
+                     {"gemm_peak_TFLOPs", gemm_peak / 1e12},
+                     {"gemm_peak_shape", o.gemm_size},
+                     {"weight_bytes", weight_bytes},
+                     {"load_s", load_s}};
+  std::printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s; cuBLASLt bf16 GEMM %d^3: %.0f TFLOP/s\n",
+              gpu::cuda_device_description(0).c_str(), copy_bw / 1e9, o.gemm_size, gemm_peak / 1e12);
+  std::printf("%-8s %-10s %-12s %-12s %-14s %-10s\n", "batch", "context", "step ms", "floor ms", "floor/step", "tokens/s");
+  for (int32_t b : o.batches) {
+    // Fill each sequence's context with prefill steps that fit the token budget.
+    const int32_t seqs_per_fill = std::max(1, eo.max_num_batched_tokens / o.context);
+    for (int32_t s0 = 0; s0 < b; s0 += seqs_per_fill) {
+      step_plan p = make_plan(std::min(seqs_per_fill, b - s0), 0, o.context, per_seq, c.vocab_size);
+      for (auto& q : p.seqs) {
+        q.id += static_cast<seq_id>(s0);
+        for (auto& blk : q.block_table) blk += s0 * per_seq;
+      }
+      ex->step(p);
+    }
+    for (int32_t w = 0; w < 3; ++w) ex->step(make_plan(b, o.context + w, 1, per_seq, c.vocab_size));  // graph capture
+    double total_ms = 0;
+    for (int32_t i = 0; i < o.steps; ++i) total_ms += time_ms(*ex, make_plan(b, o.context + 3 + i, 1, per_seq, c.vocab_size));
+    const double step_ms = total_ms / o.steps;
+    const double ctx_mean = o.context + 3 + (o.steps - 1) / 2.0 + 1;
+    const double floor_ms = (weight_bytes + b * ctx_mean * kv_bytes_per_pos) / copy_bw * 1e3;
+    std::printf("%-8d %-10d %-12.3f %-12.3f %-14.2f %-10.0f\n", b, o.context, step_ms, floor_ms, floor_ms / step_ms,
+                1000.0 * b / step_ms);
+    out["decode"].push_back({{"batch", b}, {"step_ms", step_ms}, {"floor_ms", floor_ms}, {"tokens_per_s", 1000.0 * b / step_ms}});
+  }
+  // Prefill: one sequence of prompt_len tokens in one step, twice (the second is timed).
+  const step_plan pre = make_plan(1, 0, o.prompt_len, (o.prompt_len + bs - 1) / bs, c.vocab_size);
+  ex->step(pre);
+  const double pre_ms = time_ms(*ex, pre);
+  const double T = o.prompt_len;
+  const double flops = 2.0 * T * layer_params * c.n_layer + 2.0 * d * c.vocab_size +
+                       4.0 * (T * (T + 1) / 2) * hd * c.n_head * c.n_layer;  // projections, head (1 row), attention
+  std::printf("prefill %d tokens: %.2f ms, %.0f TFLOP/s (%.0f%% of the GEMM ceiling)\n", o.prompt_len, pre_ms,
+              flops / pre_ms / 1e9, 100.0 * flops / (pre_ms / 1e3) / gemm_peak);
+  out["prefill"] = {{"tokens", o.prompt_len}, {"ms", pre_ms}, {"TFLOPs", flops / pre_ms / 1e9}};
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
+  return 0;
+}
+
+} // namespace
+
+void register_gpu_bench(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<gpu_bench_opts>();
+  CLI::App* cmd = app.add_subcommand("gpu-bench", "CUDA executor speed on Llama-3-8B-shaped random weights vs the bandwidth and GEMM ceilings");
+  cmd->add_option("--batches", o->batches, "Decode batch sizes")->capture_default_str();
+  cmd->add_option("--context", o->context, "Cached tokens per sequence before the timed decode steps")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Timed decode steps per batch size")->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Tokens of the timed prefill step")->capture_default_str();
+  cmd->add_option("--gemm-size", o->gemm_size, "m = n = k of the GEMM ceiling measurement")->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Write the results as JSON here");
+  cmd->callback([o, &exit_code] {
+    try {
+      if (o->batches.empty() || o->context < 1 || o->steps < 1 || o->prompt_len < 1) {
+        std::cerr << "conveyor gpu-bench: --batches must be non-empty; --context, --steps, --prompt-len >= 1\n";
+        exit_code = 2;
+        return;
+      }
+      exit_code = run_gpu_bench(*o);
+    } catch (const std::exception& e) {
+      std::cerr << "conveyor gpu-bench: " << e.what() << "\n";
+      exit_code = 1;
+    }
+  });
+}
+
+} // namespace conveyor::tools
