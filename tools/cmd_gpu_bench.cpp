@@ -3,6 +3,10 @@
 // cuBLASLt GEMM), then decode step time at each --batches size against the memory-bandwidth
 // floor (weight bytes + KV bytes read per step, over the measured copy bandwidth), and one
 // --prompt-len prefill step in TFLOP/s against the GEMM ceiling. Prints a table; --json FILE.
+// Then the Anyscale workload (--anyscale-prompts requests of 512 random tokens, outputs
+// exponential with mean 128 capped at --anyscale-cap, all at t = 0) run offline through the
+// engine's own scheduler, continuous and static batching; --workload-json writes its lengths
+// for tools/hf_gpu_baseline.py, which runs the same requests through Hugging Face transformers.
 // Without a CUDA device (or a build without CUDA) it says so and exits 2.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -13,6 +17,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "engine/scheduler.hpp"
+#include "engine/sim/workload.hpp"
 #include "gpu/factory.hpp"
 #include "model/llama_config.hpp"
 #include "tools/commands.hpp"
@@ -24,7 +30,8 @@ struct gpu_bench_opts {
   std::vector<int32_t> batches{1, 8, 64, 256};
   int32_t context = 1024, steps = 32, prompt_len = 2048, gemm_size = 8192;
   double gpu_memory_utilization = 0.90;
-  std::string json_path;
+  int32_t anyscale_prompts = 1000, anyscale_cap = 512;
+  std::string json_path, workload_json;
 };
 
 model::llama_config llama3_8b() {
@@ -65,6 +72,50 @@ double time_ms(executor& ex, const step_plan& p) {
   const auto t0 = clock_type::now();
   ex.step(p);
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+struct workload_run {
+  double seconds = 0;
+  int64_t output_tokens = 0;
+  int32_t steps = 0;
+};
+
+// The whole workload through engine::scheduler and the executor, as `conveyor serve` runs it
+// minus the sockets: every request submitted at t = 0, greedy, EOS ignored.
+workload_run run_workload(executor& ex, const std::vector<sim::sim_request>& reqs, batching_mode mode, int32_t max_seqs,
+                          int32_t max_tokens) {
+  scheduler_config sc;
+  sc.max_num_seqs = max_seqs;
+  sc.max_num_batched_tokens = max_tokens;
+  sc.max_model_len = std::min(2048, ex.info().num_kv_blocks * ex.info().block_size);
+  sc.batching = mode;
+  cache_config cc;
+  cc.block_size = ex.info().block_size;
+  cc.enable_prefix_caching = false;
+  if (auto err = validate_engine_config(sc, cc, ex.info().num_kv_blocks); !err.empty()) throw std::runtime_error(err);
+  scheduler sched(sc, cc, ex.info().num_kv_blocks);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    request r;
+    r.id = static_cast<seq_id>(i + 1);
+    r.prompt_token_ids = reqs[i].prompt;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = reqs[i].output_len;
+    r.stop.ignore_eos = true;
+    if (!sched.submit(std::move(r), 0.0).accepted) throw std::runtime_error("workload request rejected");
+  }
+  workload_run w;
+  const auto t0 = clock_type::now();
+  auto now = [&] { return std::chrono::duration<double>(clock_type::now() - t0).count(); };
+  while (sched.has_unfinished()) {
+    const step_plan plan = sched.schedule(now());
+    if (plan.seqs.empty()) throw std::runtime_error("scheduler stalled with unfinished requests");
+    const step_result res = ex.step(plan);
+    w.output_tokens += static_cast<int64_t>(res.sampled.size());
+    ++w.steps;
+    sched.update(res, now());
+  }
+  w.seconds = now();
+  return w;
 }
 
 int run_gpu_bench(const gpu_bench_opts& o) {
@@ -136,6 +187,25 @@ int run_gpu_bench(const gpu_bench_opts& o) {
   std::printf("prefill %d tokens: %.2f ms, %.0f TFLOP/s (%.0f%% of the GEMM ceiling)\n", o.prompt_len, pre_ms,
               flops / pre_ms / 1e9, 100.0 * flops / (pre_ms / 1e3) / gemm_peak);
   out["prefill"] = {{"tokens", o.prompt_len}, {"ms", pre_ms}, {"TFLOPs", flops / pre_ms / 1e9}};
+  if (o.anyscale_prompts > 0) {
+    sim::workload_params wp;
+    wp.num_prompts = o.anyscale_prompts;
+    wp.cap = o.anyscale_cap;
+    const auto reqs = sim::make_workload(wp);
+    if (!o.workload_json.empty()) {
+      nlohmann::json wj = nlohmann::json::array();
+      for (const auto& r : reqs) wj.push_back({{"prompt", r.prompt}, {"output_len", r.output_len}});
+      std::ofstream(o.workload_json) << wj.dump() << "\n";
+    }
+    for (batching_mode mode : {batching_mode::continuous, batching_mode::static_batch}) {
+      const workload_run w = run_workload(*ex, reqs, mode, eo.max_num_seqs, eo.max_num_batched_tokens);
+      std::printf("anyscale %d requests, cap %d, %s batching: %.1f s, %.0f output tokens/s, %.2f requests/s (%d steps)\n",
+                  o.anyscale_prompts, o.anyscale_cap, to_string(mode), w.seconds, w.output_tokens / w.seconds,
+                  o.anyscale_prompts / w.seconds, w.steps);
+      out["anyscale"][to_string(mode)] = {{"seconds", w.seconds}, {"output_tokens", w.output_tokens}, {"steps", w.steps},
+                                          {"output_tokens_per_s", w.output_tokens / w.seconds}};
+    }
+  }
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
   return 0;
 }
@@ -151,6 +221,9 @@ void register_gpu_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--prompt-len", o->prompt_len, "Tokens of the timed prefill step")->capture_default_str();
   cmd->add_option("--gemm-size", o->gemm_size, "m = n = k of the GEMM ceiling measurement")->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")->capture_default_str();
+  cmd->add_option("--anyscale-prompts", o->anyscale_prompts, "Requests of the Anyscale workload run (0: skip it)")->capture_default_str();
+  cmd->add_option("--anyscale-cap", o->anyscale_cap, "Longest output of the Anyscale workload")->capture_default_str();
+  cmd->add_option("--workload-json", o->workload_json, "Write the Anyscale workload's prompts and output lengths here");
   cmd->add_option("--json", o->json_path, "Write the results as JSON here");
   cmd->callback([o, &exit_code] {
     try {

@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(smollm2_logits_equal_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(smollm2_greedy_tokens_equal_cpu) {
-  std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/smollm2_greedy.json");
+  std::ifstream in(test_data_dir() + "/smollm2_greedy.json");
   BOOST_REQUIRE_MESSAGE(in, "tests/data/smollm2_greedy.json missing");
   const auto golden = nlohmann::json::parse(in);
   auto f = model::gguf_file::open(model::testing::smollm2_path());

@@ -1,11 +1,17 @@
 #include "gpu_support.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "gpu/device.hpp"
 #include "model/dequant.hpp"
 
 namespace conveyor::gpu::testing {
+
+std::string test_data_dir() {
+  const char* env = std::getenv("CONVEYOR_TEST_DATA");
+  return env && *env ? env : CONVEYOR_TEST_DATA;
+}
 
 boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id) {
   std::string why;

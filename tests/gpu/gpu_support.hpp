@@ -8,12 +8,17 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
 
 namespace conveyor::gpu::testing {
+
+/// tests/data: $CONVEYOR_TEST_DATA when set (a prebuilt bundle run elsewhere), else the
+/// directory compiled in.
+std::string test_data_dir();
 
 /// Precondition of every suite: a usable CUDA device (the reason is the skip message).
 boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id);
