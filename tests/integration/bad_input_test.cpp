@@ -15,6 +15,17 @@ std::string bytes_of(std::initializer_list<int> b) {
   return s;
 }
 
+// Polls `status` until the job has more than `n` output tokens (event-driven, no fixed sleep:
+// a Debug/ASan build is many times slower). Returns the count seen.
+int wait_for_tokens(producer& c, const std::string& id, int n) {
+  for (int i = 0; i < 2400; ++i) {
+    const json st = c.request({{"op", "status"}, {"id", id}});
+    if (st["completion_tokens"].get<int>() > n) return st["completion_tokens"].get<int>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return n;
+}
+
 std::string msgpack_of(const json& j) {
   const auto v = json::to_msgpack(j);
   return {v.begin(), v.end()};
@@ -29,7 +40,7 @@ BOOST_AUTO_TEST_CASE(each_bad_message_gets_its_error_while_a_job_streams) {
   producer c(*srv.rt);
   c.subscribe("bg");
   BOOST_REQUIRE(c.request({{"op", "submit"}, {"id", "bg"}, {"prompt", "Tell me a story"}, {"max_tokens", 300}, {"ignore_eos", true}})["ok"] == true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it stream a few tokens first
+  const int streamed = wait_for_tokens(c, "bg", 0);  // it is streaming
   std::vector<int> long_prompt(1100, 1000);  // over the server's max_model_len of 1024
   const std::string valid = msgpack_of({{"op", "health"}});
   struct bad_case { std::string name, frame, code, field; };
@@ -57,15 +68,13 @@ BOOST_AUTO_TEST_CASE(each_bad_message_gets_its_error_while_a_job_streams) {
     }
   }
   const json before = c.request({{"op", "status"}, {"id", "bg"}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const json after = c.request({{"op", "status"}, {"id", "bg"}});
-  BOOST_TEST(after["state"] == "running");  // still streaming
-  BOOST_TEST(after["completion_tokens"].get<int>() > before["completion_tokens"].get<int>());
+  BOOST_TEST(before["state"] == "running");
+  BOOST_TEST(wait_for_tokens(c, "bg", before["completion_tokens"].get<int>()) > before["completion_tokens"].get<int>());  // still streaming
   BOOST_TEST(c.request({{"op", "health"}})["status"] == "serving");
   c.request({{"op", "cancel"}, {"id", "bg"}});
   const auto events = c.collect("bg");
   check_stream(events);
-  BOOST_TEST(events.back()["usage"]["completion_tokens"].get<int>() > 3);
+  BOOST_TEST(events.back()["usage"]["completion_tokens"].get<int>() > streamed);
 }
 
 BOOST_AUTO_TEST_CASE(queue_bound_answers_overloaded_and_accepted_jobs_finish) {
@@ -103,7 +112,8 @@ BOOST_AUTO_TEST_CASE(drain_finishes_or_cancels_every_job_and_refuses_new_ones) {
   json late;
   std::vector<json> ended_short, ended_long;
   std::thread producer_side([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (int i = 0; i < 2400 && c.request({{"op", "health"}})["status"] != "draining"; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     late = c.request({{"op", "submit"}, {"id", "late"}, {"prompt", "Hi"}});
     ended_short = c.collect("short", std::chrono::seconds(10));
     ended_long = c.collect("endless", std::chrono::seconds(10));

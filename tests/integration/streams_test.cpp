@@ -180,7 +180,8 @@ BOOST_AUTO_TEST_CASE(priority_policy_runs_lower_values_first) {
   });
   producer c(*srv.rt);
   for (const char* id : {"first", "low", "high"}) c.subscribe(id);
-  BOOST_REQUIRE(c.request(submit("first", "Once upon a time", 10, {{"ignore_eos", true}}))["ok"] == true);
+  // "first" holds the only slot long enough for both others to queue behind it.
+  BOOST_REQUIRE(c.request(submit("first", "Once upon a time", 60, {{"ignore_eos", true}}))["ok"] == true);
   BOOST_REQUIRE(c.request(submit("low", "Once upon a time", 10, {{"ignore_eos", true}, {"priority", 5}}))["ok"] == true);
   BOOST_REQUIRE(c.request(submit("high", "Once upon a time", 10, {{"ignore_eos", true}, {"priority", -5}}))["ok"] == true);
   check_stream(c.collect("high"));
