@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(rope_and_kv_write) {
     const step_shape sh = meta.fill(plan, 0, 8, 2, s.block_size, num_blocks);
     meta.upload(sh, nullptr);
     const int32_t T = sh.tokens, max_pos = 16;
-    std::vector<float> table(size_t(max_pos) * n_rot), c(n_rot / 2), sn(n_rot / 2);
+    std::vector<float> c(n_rot / 2), sn(n_rot / 2);
     std::vector<float2> rope(size_t(max_pos) * (n_rot / 2));
     for (int32_t p = 0; p < max_pos; ++p) {
       model::rope_angles(p, n_rot, 10000.0f, nullptr, c.data(), sn.data());
