@@ -58,6 +58,7 @@ std::string parse(bench_opts& o) {
     if (!(p >= 0.0 && p <= 100.0)) return "--metric-percentiles must lie in [0, 100]";
   if (!(o.driver.timeout_s >= 0.0)) return "--timeout must be >= 0";
   if (!(o.driver.connect_timeout_s > 0.0)) return "--connect-timeout must be > 0";
+  if (!(o.driver.stall_s > 0.0)) return "--stall-fetch must be > 0";
   o.driver.max_concurrency = o.run.max_concurrency;
   o.driver.submit.seed = o.job_seed;
   o.run.router_ep = o.driver.router_ep;
@@ -171,6 +172,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--metric-percentiles", o->run.percentiles, "Percentiles to report")->delimiter(',')->capture_default_str();
   cmd->add_flag("--retry-overloaded", o->driver.retry_overloaded, "Resend submits refused with overloaded (backoff) instead of counting them");
   cmd->add_option("--connect-timeout", o->driver.connect_timeout_s, "Seconds to wait for the server's health reply and first heartbeat")
+      ->capture_default_str();
+  cmd->add_option("--stall-fetch", o->driver.stall_s, "Seconds without an event before a live job is fetched (lost tails)")
       ->capture_default_str();
   cmd->add_option("--timeout", o->driver.timeout_s, "Stop after this many seconds (0: wait for every job)")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the results (vLLM key names) to this JSON file");

@@ -34,8 +34,9 @@ struct driver_options {
   std::string run_prefix;
   /// Wait this long for the health reply and the first heartbeat.
   double connect_timeout_s = 10.0;
-  /// Fetch a live job that had no event for this long (doubling while nothing new comes).
-  double stall_s = 1.0;
+  /// Fetch a live job that had no event for this long (doubling, up to 8 s, while nothing new
+  /// comes): a lost terminal event is otherwise never noticed. Seconds.
+  double stall_s = 0.25;
   /// Give up on unfinished jobs after this many seconds of run time; 0 = never.
   double timeout_s = 0.0;
 };

@@ -24,6 +24,12 @@ void point(std::string& pts, double x, double y) {
   pts += buf;
 }
 
+std::string short_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 100.0 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
 std::string tick_label(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -81,9 +87,16 @@ void cdf_panel(std::string& svg, const box& b, std::vector<double> v, const std:
     return;
   }
   std::sort(v.begin(), v.end());
-  const double step = nice_step(v.back());
-  const double x_max = std::max(step, std::ceil(v.back() / step) * step);
-  axes(svg, b, x_max, step, 1.0, 0.25, name + " (ms)", "fraction");
+  // A long tail would squeeze the body into one pixel column: then the axis ends at p99 and the
+  // curve runs along the right edge beyond it.
+  const double p99 = v[static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size() - 1)))];
+  const bool clipped = v.back() > 1.5 * p99;
+  const double hi = clipped ? p99 : v.back();
+  const double step = nice_step(hi);
+  const double x_max = std::max(step, std::ceil(hi / step) * step);
+  axes(svg, b, x_max, step, 1.0, 0.25, name + (clipped ? " (ms), axis to p99" : " (ms)"), "fraction");
+  if (clipped) text(svg, b.x + b.w - 4, b.y + b.h - 6, "max " + short_num(v.back()), "end", 10);
+  for (double& x : v) x = std::min(x, x_max);
   // At most ~400 points: every k-th sample, and always the last.
   const size_t n = v.size(), stride = std::max<size_t>(1, n / 400);
   std::string pts;

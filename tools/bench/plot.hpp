@@ -1,6 +1,7 @@
 // Pure. A hand-written SVG of a `conveyor bench` run: four small panels with the empirical
 // CDFs of TTFT, TPOT, ITL and E2EL (milliseconds), and below them output tokens per second over
-// the run. Axes start at 0, ticks at 1/2/5 x 10^k steps; a panel with no samples says so.
+// the run. Axes start at 0, ticks at 1/2/5 x 10^k steps; a CDF with a long tail (max > 1.5 x
+// p99) has its axis end at p99; a panel with no samples says so.
 #pragma once
 
 #include <string>

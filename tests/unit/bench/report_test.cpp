@@ -128,6 +128,17 @@ BOOST_AUTO_TEST_CASE(svg_is_well_formed_with_five_labelled_panels) {
   BOOST_TEST(svg.size() < 200000u);  // 5000 ITL samples are thinned to a few hundred points
 }
 
+BOOST_AUTO_TEST_CASE(a_long_tail_ends_the_axis_at_p99) {
+  plot_input in;
+  in.samples.ttft_ms.assign(300, 2.0);
+  in.samples.ttft_ms.push_back(1000.0);
+  in.samples.e2el_ms = {1.0, 2.0, 3.0};
+  const std::string svg = render_svg(in);
+  BOOST_TEST(svg.find("TTFT (ms), axis to p99") != std::string::npos);
+  BOOST_TEST(svg.find("max 1000") != std::string::npos);
+  BOOST_TEST(svg.find("E2EL (ms), axis") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 } // namespace conveyor::bench
