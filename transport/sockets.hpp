@@ -18,6 +18,9 @@ struct bind_error : std::runtime_error {
 /// Creates a socket of `type`, sets linger 0 and binds it to `endpoint` ("tcp://127.0.0.1:*"
 /// picks a free port). `what` names its role in errors ("--router").
 zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what);
+/// Binds an already configured socket (options such as the high-water marks must be set before
+/// bind: ZeroMQ copies them into each connection). Throws bind_error.
+void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_view what);
 
 /// The endpoint a socket is actually bound to (resolves "*" ports).
 std::string bound_endpoint(zmq::socket_t& s);
