@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/plan_check.hpp"
 #include "gpu/check.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/gguf.hpp"
@@ -174,25 +175,13 @@ std::string cuda_executor::memory_summary() const {
 }
 
 void cuda_executor::check_plan(const step_plan& plan) const {
-  const int32_t bs = info_.block_size;
   if (plan.num_tokens() > meta_->caps().tokens)
     bad_plan("a step of " + std::to_string(plan.num_tokens()) + " tokens exceeds the CUDA executor's max_num_batched_tokens " +
              std::to_string(meta_->caps().tokens));
   if (static_cast<int64_t>(plan.seqs.size()) > meta_->caps().seqs)
     bad_plan("a step of " + std::to_string(plan.seqs.size()) + " sequences exceeds the CUDA executor's max_num_seqs " +
              std::to_string(meta_->caps().seqs));
-  for (const auto& s : plan.seqs) {
-    const std::string who = "sequence " + std::to_string(s.id);
-    if (s.tokens.empty()) bad_plan(who + " has no tokens");
-    if (s.num_computed_tokens < 0) bad_plan(who + " has negative num_computed_tokens");
-    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-    if (end > info_.max_model_len) bad_plan(who + " reaches position " + std::to_string(end) + " past max_model_len");
-    if (end > static_cast<int64_t>(s.block_table.size()) * bs) bad_plan(who + " has too few blocks for its positions");
-    for (block_id b : s.block_table)
-      if (b < 0 || b >= info_.num_kv_blocks) bad_plan(who + " uses unknown block " + std::to_string(b));
-    for (token_id t : s.tokens)
-      if (t < 0 || t >= cfg_.vocab_size) bad_plan(who + " has token id " + std::to_string(t) + " outside the vocabulary");
-  }
+  if (auto err = conveyor::check_plan(plan, info_); !err.empty()) bad_plan(err);
 }
 
 int32_t cuda_executor::bucket_for(int32_t batch) const {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/plan_check.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/gguf.hpp"
 
@@ -51,19 +52,7 @@ void cpu_executor::project(const float* a, const float* wf, const qmatrix& wq, f
 }
 
 void cpu_executor::check_plan(const step_plan& plan) const {
-  const int32_t bs = info_.block_size;
-  for (const auto& s : plan.seqs) {
-    const std::string who = "sequence " + std::to_string(s.id);
-    if (s.tokens.empty()) bad_plan(who + " has no tokens");
-    if (s.num_computed_tokens < 0) bad_plan(who + " has negative num_computed_tokens");
-    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-    if (end > info_.max_model_len) bad_plan(who + " reaches position " + std::to_string(end) + " past max_model_len");
-    if (end > static_cast<int64_t>(s.block_table.size()) * bs) bad_plan(who + " has too few blocks for its positions");
-    for (block_id b : s.block_table)
-      if (b < 0 || b >= info_.num_kv_blocks) bad_plan(who + " uses unknown block " + std::to_string(b));
-    for (token_id t : s.tokens)
-      if (t < 0 || t >= cfg_.vocab_size) bad_plan(who + " has token id " + std::to_string(t) + " outside the vocabulary");
-  }
+  if (auto err = conveyor::check_plan(plan, info_); !err.empty()) bad_plan(err);
 }
 
 void cpu_executor::flatten(const step_plan& plan) {

@@ -1,0 +1,21 @@
+#include "engine/plan_check.hpp"
+
+namespace conveyor {
+
+std::string check_plan(const step_plan& plan, const executor_info& info) {
+  for (const auto& s : plan.seqs) {
+    const std::string who = "sequence " + std::to_string(s.id);
+    if (s.tokens.empty()) return who + " has no tokens";
+    if (s.num_computed_tokens < 0) return who + " has negative num_computed_tokens";
+    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    if (end > info.max_model_len) return who + " reaches position " + std::to_string(end) + " past max_model_len";
+    if (end > static_cast<int64_t>(s.block_table.size()) * info.block_size) return who + " has too few blocks for its positions";
+    for (block_id b : s.block_table)
+      if (b < 0 || b >= info.num_kv_blocks) return who + " uses unknown block " + std::to_string(b);
+    for (token_id t : s.tokens)
+      if (t < 0 || t >= info.vocab_size) return who + " has token id " + std::to_string(t) + " outside the vocabulary";
+  }
+  return {};
+}
+
+} // namespace conveyor
