@@ -13,14 +13,16 @@
 namespace conveyor::sim {
 
 struct cost_model {
-  // PROVISIONAL: a rough linear fit to `conveyor step-bench` on the CPU executor with
-  // SmolLM2-135M Q4_1 on the 2-core VM (docs/benchmarks.md, "Simulation"). Refit here.
+  // Fitted (least squares on relative error) to `conveyor step-bench` on the CPU executor with
+  // SmolLM2-135M Q4_1, quiet 2-core VM, commit 4acc995: decode at batch 1/8/32/128 (context
+  // 128), batch 8 at context 1024, one 512-token prefill. RMS error 20%, worst +34% (prefill);
+  // docs/benchmarks.md, "Simulation", has the table and the commands. Refit here.
   /// Cost of a step regardless of its size. Unit: ms. >= 0.
-  double fixed_ms = 250.0;
+  double fixed_ms = 8.6;
   /// Cost of each token computed in the step. Unit: ms. >= 0.
-  double per_token_ms = 7.5;
+  double per_token_ms = 2.55;
   /// Cost of each (computed token, context token) pair of attention. Unit: microseconds. >= 0.
-  double per_context_token_us = 5.0;
+  double per_context_token_us = 6.2;
 
   /// The simulated duration of `plan`, in seconds.
   double step_s(const step_plan& plan) const;
