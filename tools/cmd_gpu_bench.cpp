@@ -22,6 +22,7 @@
 #include "gpu/factory.hpp"
 #include "model/llama_config.hpp"
 #include "tools/commands.hpp"
+#include "tools/step_timing.hpp"
 
 namespace conveyor::tools {
 namespace {
@@ -53,26 +54,7 @@ model::llama_config llama3_8b() {
 
 using clock_type = std::chrono::steady_clock;
 
-step_plan make_plan(int32_t n, int32_t computed, int32_t len, int32_t blocks_per_seq, int32_t vocab) {
-  step_plan p;
-  for (int32_t s = 0; s < n; ++s) {
-    scheduled_seq q;
-    q.id = static_cast<seq_id>(s);
-    q.num_computed_tokens = computed;
-    for (int32_t i = 0; i < len; ++i) q.tokens.push_back((1000 + 7919 * (s + computed + i)) % vocab);
-    for (int32_t b = 0; b < blocks_per_seq; ++b) q.block_table.push_back(s * blocks_per_seq + b);
-    q.sample = true;
-    q.sampling.temperature = 0.0f;
-    p.seqs.push_back(std::move(q));
-  }
-  return p;
-}
 
-double time_ms(executor& ex, const step_plan& p) {
-  const auto t0 = clock_type::now();
-  ex.step(p);
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
 
 struct workload_run {
   double seconds = 0;
@@ -160,16 +142,16 @@ int run_gpu_bench(const gpu_bench_opts& o) {
     // Fill each sequence's context with prefill steps that fit the token budget.
     const int32_t seqs_per_fill = std::max(1, eo.max_num_batched_tokens / o.context);
     for (int32_t s0 = 0; s0 < b; s0 += seqs_per_fill) {
-      step_plan p = make_plan(std::min(seqs_per_fill, b - s0), 0, o.context, per_seq, c.vocab_size);
+      step_plan p = make_bench_plan(std::min(seqs_per_fill, b - s0), 0, o.context, per_seq, c.vocab_size);
       for (auto& q : p.seqs) {
         q.id += static_cast<seq_id>(s0);
         for (auto& blk : q.block_table) blk += s0 * per_seq;
       }
       ex->step(p);
     }
-    for (int32_t w = 0; w < 3; ++w) ex->step(make_plan(b, o.context + w, 1, per_seq, c.vocab_size));  // graph capture
+    for (int32_t w = 0; w < 3; ++w) ex->step(make_bench_plan(b, o.context + w, 1, per_seq, c.vocab_size));  // graph capture
     double total_ms = 0;
-    for (int32_t i = 0; i < o.steps; ++i) total_ms += time_ms(*ex, make_plan(b, o.context + 3 + i, 1, per_seq, c.vocab_size));
+    for (int32_t i = 0; i < o.steps; ++i) total_ms += time_step_ms(*ex, make_bench_plan(b, o.context + 3 + i, 1, per_seq, c.vocab_size));
     const double step_ms = total_ms / o.steps;
     const double ctx_mean = o.context + 3 + (o.steps - 1) / 2.0 + 1;
     const double floor_ms = (weight_bytes + b * ctx_mean * kv_bytes_per_pos) / copy_bw * 1e3;
@@ -178,9 +160,9 @@ int run_gpu_bench(const gpu_bench_opts& o) {
     out["decode"].push_back({{"batch", b}, {"step_ms", step_ms}, {"floor_ms", floor_ms}, {"tokens_per_s", 1000.0 * b / step_ms}});
   }
   // Prefill: one sequence of prompt_len tokens in one step, twice (the second is timed).
-  const step_plan pre = make_plan(1, 0, o.prompt_len, (o.prompt_len + bs - 1) / bs, c.vocab_size);
+  const step_plan pre = make_bench_plan(1, 0, o.prompt_len, (o.prompt_len + bs - 1) / bs, c.vocab_size);
   ex->step(pre);
-  const double pre_ms = time_ms(*ex, pre);
+  const double pre_ms = time_step_ms(*ex, pre);
   const double T = o.prompt_len;
   const double flops = 2.0 * T * layer_params * c.n_layer + 2.0 * d * c.vocab_size +
                        4.0 * (T * (T + 1) / 2) * hd * c.n_head * c.n_layer;  // projections, head (1 row), attention

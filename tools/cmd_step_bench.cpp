@@ -13,6 +13,7 @@
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
 #include "tools/commands.hpp"
+#include "tools/step_timing.hpp"
 
 namespace conveyor::tools {
 namespace {
@@ -26,27 +27,7 @@ struct step_bench_opts {
 
 using clock_type = std::chrono::steady_clock;
 
-// One plan with `n` sequences, each computing `len` tokens after `computed` cached ones.
-step_plan make_plan(int32_t n, int32_t computed, int32_t len, int32_t blocks_per_seq, int32_t vocab) {
-  step_plan p;
-  for (int32_t s = 0; s < n; ++s) {
-    scheduled_seq q;
-    q.id = static_cast<seq_id>(s);
-    q.num_computed_tokens = computed;
-    for (int32_t i = 0; i < len; ++i) q.tokens.push_back((1000 + 7 * (s + computed + i)) % vocab);
-    for (int32_t b = 0; b < blocks_per_seq; ++b) q.block_table.push_back(s * blocks_per_seq + b);
-    q.sample = true;
-    q.sampling.temperature = 0.0f;
-    p.seqs.push_back(std::move(q));
-  }
-  return p;
-}
 
-double time_ms(model::cpu_executor& ex, const step_plan& p) {
-  const auto t0 = clock_type::now();
-  ex.step(p);
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
 
 int run_step_bench(const step_bench_opts& o) {
   auto file = model::gguf_file::open(model::resolve_model(o.model));
@@ -59,15 +40,15 @@ int run_step_bench(const step_bench_opts& o) {
   const int32_t vocab = ex.info().vocab_size;
   nlohmann::json out{{"model", ex.config().name}, {"context", o.context}, {"prompt_len", o.prompt_len}};
 
-  time_ms(ex, make_plan(1, 0, o.prompt_len, per_seq, vocab));  // warm-up
-  const double prefill_ms = time_ms(ex, make_plan(1, 0, o.prompt_len, per_seq, vocab));
+  time_step_ms(ex, make_bench_plan(1, 0, o.prompt_len, per_seq, vocab));  // warm-up
+  const double prefill_ms = time_step_ms(ex, make_bench_plan(1, 0, o.prompt_len, per_seq, vocab));
   out["prefill"] = {{"tokens", o.prompt_len}, {"ms", prefill_ms}, {"tokens_per_s", 1000.0 * o.prompt_len / prefill_ms}};
   std::printf("prefill: %d tokens in %.1f ms = %.1f tokens/s\n\n", o.prompt_len, prefill_ms, 1000.0 * o.prompt_len / prefill_ms);
   std::printf("%8s %14s %18s\n", "batch", "step ms", "decode tokens/s");
   for (int32_t b : o.batches) {
-    time_ms(ex, make_plan(b, 0, o.context, per_seq, vocab));  // fill the context of every sequence
+    time_step_ms(ex, make_bench_plan(b, 0, o.context, per_seq, vocab));  // fill the context of every sequence
     double total = 0;
-    for (int32_t s = 0; s < o.steps; ++s) total += time_ms(ex, make_plan(b, o.context + s, 1, per_seq, vocab));
+    for (int32_t s = 0; s < o.steps; ++s) total += time_step_ms(ex, make_bench_plan(b, o.context + s, 1, per_seq, vocab));
     const double step_ms = total / o.steps;
     std::printf("%8d %14.2f %18.1f\n", b, step_ms, 1000.0 * b / step_ms);
     out["decode"].push_back({{"batch", b}, {"step_ms", step_ms}, {"tokens_per_s", 1000.0 * b / step_ms}});
