@@ -1,4 +1,5 @@
-// spinning_pool: spin-then-block workers; the caller spins until every worker checked in.
+// spinning_pool: spin-then-block workers, and a caller that spins, then blocks, until every
+// worker has checked in.
 #include "model/qgemv_pool.hpp"
 
 #include <chrono>
@@ -48,7 +49,10 @@ void spinning_pool::work(int32_t thread) {
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
     drain(thread);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lk(mu_);  // the caller may be checking pending_ under mu_ right now
+      if (caller_waits_) done_.notify_one();
+    }
   }
 }
 
@@ -70,9 +74,18 @@ void spinning_pool::parallel_for(int64_t n, const std::function<void(int64_t, in
   }
   if (wake) wake_.notify_all();
   drain(0);
+  // Spin for the stragglers as workers spin for work; then (or at once, in blocking mode) sleep
+  // and leave this core to them: a woken worker may have no other core to run on.
+  const int32_t spin_us = spin_us_.load(std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
   for (uint32_t i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
-    CV_PAUSE();
-    if (i % 4096 == 0) std::this_thread::yield();  // a descheduled worker needs this core
+    if (spin_us > 0) CV_PAUSE();
+    if (spin_us <= 0 || (i % 256 == 0 && std::chrono::steady_clock::now() > deadline)) {
+      std::unique_lock lk(mu_);
+      caller_waits_ = true;
+      done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+      caller_waits_ = false;
+    }
   }
   fn_ = nullptr;
 }

@@ -23,8 +23,8 @@ public:
   spinning_pool& operator=(const spinning_pool&) = delete;
 
   int32_t size() const { return static_cast<int32_t>(workers_.size()) + 1; }
-  /// Changes how long idle workers spin (0: they block at once, as thread_pool's do; right
-  /// when other threads, such as OpenBLAS's, need the cores between parallel loops).
+  /// Changes how long idle workers, and a caller waiting for them, spin (0: they block at once,
+  /// as thread_pool's do; right when other threads, such as OpenBLAS's, need the cores).
   void set_spin_us(int32_t spin_us) { spin_us_.store(spin_us, std::memory_order_relaxed); }
 
   /// Calls fn(i, thread) for every i in [0, n), items handed out one at a time; `thread` is in
@@ -44,8 +44,9 @@ private:
   const std::function<void(int64_t, int32_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   std::mutex mu_;
-  std::condition_variable wake_;
-  int32_t sleepers_ = 0;  // guarded by mu_
+  std::condition_variable wake_, done_;
+  int32_t sleepers_ = 0;       // guarded by mu_
+  bool caller_waits_ = false;  // guarded by mu_
 };
 
 } // namespace conveyor::model
