@@ -1,6 +1,6 @@
 // A fork-join pool whose idle workers spin for a short while before blocking, for the ~150
 // short parallel loops of a decode step: waking a blocked thread costs 10-30 us on the 2-core
-// VM (measured), as much as a whole small projection. Same parallel_for contract as thread_pool.
+// VM (measured), as much as a whole small projection. The CPU executor's only pool.
 #pragma once
 
 #include <atomic>
@@ -24,7 +24,7 @@ public:
 
   int32_t size() const { return static_cast<int32_t>(workers_.size()) + 1; }
   /// Changes how long idle workers, and a caller waiting for them, spin (0: they block at once,
-  /// as thread_pool's do; right when other threads, such as OpenBLAS's, need the cores).
+  /// right when other threads, such as OpenBLAS's, need the cores).
   void set_spin_us(int32_t spin_us) { spin_us_.store(spin_us, std::memory_order_relaxed); }
 
   /// Calls fn(i, thread) for every i in [0, n), items handed out one at a time; `thread` is in
