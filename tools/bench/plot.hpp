@@ -19,9 +19,6 @@ struct plot_input {
   double bin_s = 0.0;
 };
 
-/// Tick step for an axis from 0 to `max`: 1, 2 or 5 x 10^k giving about four ticks.
-double nice_step(double max);
-
 std::string render_svg(const plot_input& in);
 
 } // namespace conveyor::bench

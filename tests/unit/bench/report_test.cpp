@@ -7,6 +7,7 @@
 
 #include "tools/bench/plot.hpp"
 #include "tools/bench/report.hpp"
+#include "tools/bench/svg.hpp"
 
 namespace conveyor::bench {
 namespace {
@@ -102,11 +103,11 @@ BOOST_AUTO_TEST_CASE(progress_line_shows_the_fraction_done) {
 }
 
 BOOST_AUTO_TEST_CASE(nice_steps_are_1_2_5_times_a_power_of_ten) {
-  BOOST_TEST(nice_step(10.0) == 5.0);
-  BOOST_TEST(nice_step(1.0) == 0.5, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(nice_step(400.0) == 100.0);
-  BOOST_TEST(nice_step(7.0) == 2.0);
-  BOOST_TEST(nice_step(0.0) == 1.0);
+  BOOST_TEST(svg::nice_step(10.0) == 5.0);
+  BOOST_TEST(svg::nice_step(1.0) == 0.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(svg::nice_step(400.0) == 100.0);
+  BOOST_TEST(svg::nice_step(7.0) == 2.0);
+  BOOST_TEST(svg::nice_step(0.0) == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(svg_is_well_formed_with_five_labelled_panels) {
