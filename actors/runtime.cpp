@@ -3,16 +3,26 @@
 #include <thread>
 
 #include "actors/executor_actor.hpp"
+#include "actors/trace_writer.hpp"
 
 namespace conveyor::actors {
 
 runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok) {
+  if (!o.trace_path.empty()) {
+    const trace_header th{o.sched.batching, o.sched.max_num_seqs, o.sched.max_num_batched_tokens,
+                          ex->info().num_kv_blocks, ex->info().block_size, o.model_name};
+    trace_ = std::make_shared<trace_writer>(o.trace_path, th, now_s());
+  }
   caf_cfg_.set("scheduler.max-threads", o.worker_threads);
   caf_cfg_.set("logger.console", caf::atom("none"));
   sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
   auto pub_sock = std::make_shared<transport::pub_socket>(zmq_, o.pub_ep);
   pub_ = pub_sock->endpoint();
-  scheduler_actor_config sc{o.sched, o.cache, ex->info().num_kv_blocks};
+  scheduler_actor_config sc;
+  sc.sched = o.sched;
+  sc.cache = o.cache;
+  sc.num_kv_blocks = ex->info().num_kv_blocks;
+  sc.trace = trace_;
   const int32_t max_model_len = o.sched.max_model_len;
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
@@ -49,6 +59,7 @@ int runtime::shutdown(double timeout_s) {
   scheduler_.reset();
   executor_.reset();
   sys_.reset();  // waits for every actor
+  if (trace_) trace_->close();  // the last steps reach the file
   intake_.reset();
   control_.request_stop(0, "shutdown");
   return control_.wait();

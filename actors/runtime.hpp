@@ -30,11 +30,15 @@ struct runtime_options {
   std::string model_name;
   /// CAF worker threads (the executor and publisher have their own).
   int worker_threads = 2;
+  /// The iteration trace (JSON Lines, one line per step); empty: off. An unwritable path makes
+  /// the constructor throw trace_error.
+  std::string trace_path;
 };
 
 class runtime {
 public:
-  /// Binds the sockets (throws transport::bind_error), spawns the actors and starts serving.
+  /// Opens the trace file when asked (throws trace_error), binds the sockets (throws
+  /// transport::bind_error), spawns the actors and starts serving.
   /// `tok` must outlive the runtime; the executor's KV pool size sets the scheduler's blocks.
   runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok);
   ~runtime();
@@ -58,6 +62,7 @@ private:
   runtime_control control_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> live_requests_{0};
+  std::shared_ptr<trace_writer> trace_;
   std::optional<executor_actor> executor_;
   std::optional<scheduler_actor> scheduler_;
   std::optional<publisher_actor> publisher_;

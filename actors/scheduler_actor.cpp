@@ -4,6 +4,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "actors/trace_writer.hpp"
 #include "engine/scheduler.hpp"
 
 namespace conveyor::actors {
@@ -30,6 +31,7 @@ struct scheduler_state {
   bool step_in_flight = false, tick_armed = false, failed = false, draining = false;
   std::vector<caf::response_promise> drain_waiters;
   runtime_stats counters;
+  std::shared_ptr<trace_writer> trace;  // null: tracing off
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -102,6 +104,14 @@ void fail_all(self_ptr self, const std::string& why) {
   st.control->request_stop(1, why);
 }
 
+// Hands the trace the plan about to run, with each sequence's job id.
+void trace_begin(scheduler_state& st, const step_plan& plan, double now) {
+  st.trace->begin_step(plan, *st.sched, [&st](seq_id id) -> const std::string* {
+    auto it = st.live.find(id);
+    return it == st.live.end() ? nullptr : &it->second.job_id;
+  }, now);
+}
+
 // One iteration: plan, then (if there is work) one executor step whose result re-enters here.
 void iterate(self_ptr self) {
   auto& st = self->state;
@@ -122,16 +132,19 @@ void iterate(self_ptr self) {
     if (it != st.live.end() && it->second.first_scheduled_s < 0) it->second.first_scheduled_s = now;
   }
   ++st.counters.steps;
+  if (st.trace) trace_begin(st, plan, now_s());
   st.step_in_flight = true;
   self->request(st.executor, caf::infinite, step_atom::value, std::move(plan))
       .then(
           [self](step_result& r) {
             self->state.step_in_flight = false;
+            if (self->state.trace) self->state.trace->end_step(now_s());
             dispatch(self, self->state.sched->update(r, now_s()));
             iterate(self);
           },
           [self](caf::error& e) {
             self->state.step_in_flight = false;
+            if (self->state.trace) self->state.trace->end_step(now_s());
             fail_all(self, self->system().render(e));
           });
 }
@@ -158,6 +171,7 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
   st.control = control;
   st.max_remembered = cfg.max_remembered_jobs;
   st.counters.kv_blocks = cfg.num_kv_blocks;
+  st.trace = cfg.trace;
   return {
       [self](submit_atom, submission& sub) -> submit_answer {
         auto& st = self->state;

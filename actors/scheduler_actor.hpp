@@ -4,11 +4,15 @@
 // resubmitted id is not run twice).
 #pragma once
 
+#include <memory>
+
 #include "actors/interfaces.hpp"
 #include "actors/runtime_control.hpp"
 #include "engine/config.hpp"
 
 namespace conveyor::actors {
+
+class trace_writer;
 
 struct scheduler_actor_config {
   scheduler_config sched;
@@ -16,6 +20,8 @@ struct scheduler_actor_config {
   int32_t num_kv_blocks = 0;
   /// Finished job ids remembered for duplicate detection and `status`.
   size_t max_remembered_jobs = 100000;
+  /// The iteration trace (`--trace`), or null when off; the actor records every step into it.
+  std::shared_ptr<trace_writer> trace;
 };
 
 /// Spawns the scheduler actor. On an executor failure it fails every live job and calls

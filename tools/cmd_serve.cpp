@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "actors/runtime.hpp"
+#include "actors/trace_writer.hpp"
 #include "engine/null_executor.hpp"
 #include "gpu/factory.hpp"
 #include "model/cpu_executor.hpp"
@@ -128,6 +129,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const transport::bind_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const actors::trace_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const std::exception& e) {

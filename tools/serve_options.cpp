@@ -33,6 +33,7 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
   cmd.add_option("--drain-timeout,--drain_timeout", drain_timeout_s, "Seconds running jobs get to finish at shutdown")->capture_default_str();
   cmd.add_option("--worker-threads,--worker_threads", worker_threads, "CAF worker threads")->capture_default_str();
+  cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
 }
 
 std::string serve_options::apply_config(CLI::App& cmd) {
@@ -99,6 +100,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.pull_ep = pull;
   r.model_name = std::filesystem::path(model_path).filename().string();
   r.worker_threads = worker_threads;
+  r.trace_path = trace;
   return r;
 }
 

@@ -35,6 +35,7 @@ struct serve_options {
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
   int32_t worker_threads = 2;
+  std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string config_path;
 
   /// Applies the TOML file named by --config to every setting not given on the command line
