@@ -16,23 +16,11 @@
 #include "tools/bench/plot.hpp"
 #include "tools/bench/report.hpp"
 #include "tools/bench/workload.hpp"
+#include "tools/bench_cli.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {
-namespace {
-
-struct bench_opts {
-  bench::driver_options driver;
-  bench::run_settings run;
-  std::string workload = "random", input_dist = "fixed", output_dist = "fixed", request_rate = "inf";
-  std::vector<std::string> goodput;
-  std::string json_path, plot_path;
-  bool detailed = false, no_progress = false;
-  std::optional<uint64_t> job_seed;
-};
-
-// Returns "" or the error; fills the typed settings from the strings.
-std::string parse(bench_opts& o) {
+std::string parse_bench_opts(bench_opts& o) {
   bench::workload_options& w = o.run.workload;
   const auto name = bench::parse_workload_name(o.workload);
   if (!name) return "--workload must be random, anyscale, chat or file";
@@ -44,6 +32,7 @@ std::string parse(bench_opts& o) {
   if (w.name == bench::workload_name::file && o.run.dataset.empty()) return "--workload file needs --dataset FILE.jsonl";
   if (w.name != bench::workload_name::file && !o.run.dataset.empty()) return "--dataset needs --workload file";
   if (auto e = w.validate(); !e.empty()) return e;
+  if (w.name == bench::workload_name::anyscale && o.given_input_len) w.anyscale_input_len = w.input_len;
   double& rate = o.run.arrivals.request_rate;
   if (o.request_rate == "inf") {
     rate = INFINITY;
@@ -66,6 +55,26 @@ std::string parse(bench_opts& o) {
   return bench::parse_goodput(o.goodput, o.run.slo);
 }
 
+std::string make_run_requests(const bench_opts& o, std::vector<bench::bench_request>& requests) {
+  const bench::workload_options& w = o.run.workload;
+  if (w.name == bench::workload_name::file) {
+    std::ifstream in(o.run.dataset);
+    if (!in) return "cannot open --dataset " + o.run.dataset;
+    try {
+      requests = bench::read_requests(in, w);
+    } catch (const std::invalid_argument& e) {
+      return o.run.dataset + ": " + e.what();
+    }
+  } else {
+    requests = bench::make_requests(w);
+  }
+  const auto arrivals = bench::arrival_times(static_cast<int32_t>(requests.size()), o.run.arrivals, w.seed);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival_s = arrivals[i];
+  return "";
+}
+
+namespace {
+
 std::string now_date() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -76,29 +85,17 @@ std::string now_date() {
 }
 
 int run_bench(bench_opts& o) {
-  if (auto e = parse(o); !e.empty()) {
+  if (o.compare) return run_compare_batching(o);
+  if (auto e = parse_bench_opts(o); !e.empty()) {
     std::cerr << "conveyor bench: " << e << "\n";
     return 2;
   }
   const bench::workload_options& w = o.run.workload;
   std::vector<bench::bench_request> requests;
-  if (w.name == bench::workload_name::file) {
-    std::ifstream in(o.run.dataset);
-    if (!in) {
-      std::cerr << "conveyor bench: cannot open --dataset " << o.run.dataset << "\n";
-      return 2;
-    }
-    try {
-      requests = bench::read_requests(in, w);
-    } catch (const std::invalid_argument& e) {
-      std::cerr << "conveyor bench: " << o.run.dataset << ": " << e.what() << "\n";
-      return 2;
-    }
-  } else {
-    requests = bench::make_requests(w);
+  if (auto e = make_run_requests(o, requests); !e.empty()) {
+    std::cerr << "conveyor bench: " << e << "\n";
+    return 2;
   }
-  const auto arrivals = bench::arrival_times(static_cast<int32_t>(requests.size()), o.run.arrivals, w.seed);
-  for (size_t i = 0; i < requests.size(); ++i) requests[i].arrival_s = arrivals[i];
   o.run.date = now_date();
 
   bench::driver_result d;
@@ -149,7 +146,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--router", o->driver.router_ep, "The server's ROUTER endpoint")->capture_default_str();
   cmd->add_option("--pub", o->driver.pub_ep, "The server's PUB endpoint")->capture_default_str();
   cmd->add_option("--workload", o->workload,
-                  "random | anyscale (512-token prompts, outputs exponential mean 128 capped at --cap) | chat | file")
+                  "random | anyscale (512-token prompts or --input-len, outputs exponential mean 128 capped at --cap) | chat | file")
       ->capture_default_str();
   cmd->add_option("--dataset", o->run.dataset, "JSONL prompts for --workload file: {\"prompt\"|\"messages\"|\"prompt_tokens\", \"max_tokens\"?}");
   cmd->add_option("--num-prompts", w.num_prompts, "Requests in the run")->capture_default_str();
@@ -180,7 +177,21 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_flag("--save-detailed", o->detailed, "Add per-request input_lens, output_lens, ttfts, itls to --json");
   cmd->add_option("--plot", o->plot_path, "Write latency CDFs and throughput over time to this SVG file");
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
-  cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
+  cmd->add_flag("--compare-batching", o->compare,
+                "Start `conveyor serve` in static and in continuous mode for each --caps value, run the workload "
+                "(default: anyscale, 200 prompts of 128 tokens) against each, report the difference (--json, --plot)");
+  cmd->add_option("--caps", o->caps, "compare-batching: output-length caps")->delimiter(',')->capture_default_str();
+  cmd->add_option("--serve-args", o->serve_args,
+                  "compare-batching: extra `conveyor serve` flags for both modes, e.g. \"--model smollm2 --max-num-seqs 64\"");
+  cmd->add_option("--work-dir", o->work_dir, "compare-batching: where server logs (and traces) go (default: a new /tmp dir)");
+  cmd->add_flag("--trace", o->trace, "compare-batching: each server writes an iteration trace into --work-dir");
+  cmd->callback([o, cmd, &exit_code] {
+    o->given_workload = cmd->count("--workload") > 0;
+    o->given_num_prompts = cmd->count("--num-prompts") > 0;
+    o->given_input_len = cmd->count("--input-len") > 0;
+    o->given_connect_timeout = cmd->count("--connect-timeout") > 0;
+    exit_code = run_bench(*o);
+  });
 }
 
 } // namespace conveyor::tools

@@ -139,7 +139,7 @@ std::vector<bench_request> make_requests(const workload_options& o) {
     sim::workload_params p;
     p.kind = sim::workload_kind::anyscale;
     p.num_prompts = o.num_prompts;
-    p.input_len = 512;
+    p.input_len = o.anyscale_input_len;
     p.output_len = 128;
     p.cap = o.cap;
     p.seed = o.seed;

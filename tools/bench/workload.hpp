@@ -2,7 +2,7 @@
 // seeded std::mt19937_64, and their arrival times:
 //   random    prompt_tokens of input_len random ids; input and output lengths fixed, uniform,
 //             capped-exponential or lognormal; output lengths forced (ignore_eos + min_tokens);
-//   anyscale  Anyscale's continuous-batching benchmark: 512 random ids, outputs exponential
+//   anyscale  Anyscale's continuous-batching benchmark: 512 (anyscale_input_len) random ids, outputs exponential
 //             with mean 128 resampled until <= cap, forced. Lengths equal `conveyor sim
 //             --workload anyscale` with the same seed and cap;
 //   chat      `messages`: a system turn, 0-2 earlier exchanges and a user turn of English words
@@ -57,6 +57,8 @@ struct workload_options {
   int32_t input_len = 1024;
   /// Output tokens, or the centre / mean of their distribution. >= 1.
   int32_t output_len = 128;
+  /// anyscale: prompt tokens (Anyscale's experiment used 512). >= 1.
+  int32_t anyscale_input_len = 512;
   length_dist input_dist = length_dist::fixed;
   length_dist output_dist = length_dist::fixed;
   /// Uniform lengths lie in [len * (1 - r), len * (1 + r)]. In [0, 1).
