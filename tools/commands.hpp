@@ -15,5 +15,6 @@ void register_step_bench(CLI::App& app, int& exit_code);
 void register_serve(CLI::App& app, int& exit_code);
 void register_gpu_bench(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
+void register_trace(CLI::App& app, int& exit_code);
 
 } // namespace conveyor::tools
