@@ -67,8 +67,9 @@ struct cache_config {
   /// Reuse full prompt blocks across jobs (hash chain over token ids, LRU eviction). Default on.
   bool enable_prefix_caching = true;
   /// Fraction of all blocks kept free when admitting a waiting job while others run, so that
-  /// running jobs can grow without preemption. Unit: fraction. Default 0 (off), in [0, 1).
-  double kv_watermark = 0.0;
+  /// running jobs can grow without preemption. Unit: fraction. Default 0.01 (vLLM's), in [0, 1).
+  /// On the Anyscale workload it removes ~100 recompute preemptions per 1000 jobs (docs/benchmarks.md).
+  double kv_watermark = 0.01;
 
   /// Returns an empty string when valid, else a message naming the field, its value and the fix.
   std::string validate() const;

@@ -2,6 +2,8 @@
 // executor whose step time follows a cost model (engine/sim). Prints a table, or one JSON
 // object with --json. Compare batching modes on the same workload with --batching.
 #include <CLI/CLI.hpp>
+
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -25,6 +27,8 @@ struct sim_opts {
   sim::sim_config cfg;
   bool json = false;
   bool no_prefix_caching = false;
+  std::string cost_model = "cpu";
+  std::optional<double> cost_fixed_ms, cost_per_token_ms, cost_per_context_token_us;
 
   sim_opts() {
     cfg.sched.max_num_seqs = 256;
@@ -51,6 +55,7 @@ nlohmann::json to_json(const sim_opts& o, const sim::sim_metrics& m) {
       {"max_model_len", o.cfg.sched.max_model_len},
       {"num_kv_blocks", o.cfg.num_kv_blocks},
       {"block_size", o.cfg.cache.block_size},
+      {"cost_model", o.cost_model},
       {"cost_fixed_ms", o.cfg.cost.fixed_ms},
       {"cost_per_token_ms", o.cfg.cost.per_token_ms},
       {"cost_per_context_token_us", o.cfg.cost.per_context_token_us},
@@ -97,6 +102,15 @@ int run_sim(sim_opts& o) {
     std::cerr << "conveyor sim: unknown --workload, --batching or --policy\n";
     return 2;
   }
+  const auto cost = sim::cost_model_preset(o.cost_model);
+  if (!cost) {
+    std::cerr << "conveyor sim: unknown --cost-model '" << o.cost_model << "'; use one of " << sim::cost_model_preset_names() << "\n";
+    return 2;
+  }
+  o.cfg.cost = *cost;
+  if (o.cost_fixed_ms) o.cfg.cost.fixed_ms = *o.cost_fixed_ms;
+  if (o.cost_per_token_ms) o.cfg.cost.per_token_ms = *o.cost_per_token_ms;
+  if (o.cost_per_context_token_us) o.cfg.cost.per_context_token_us = *o.cost_per_context_token_us;
   o.wl.kind = *kind;
   o.cfg.sched.batching = *batching;
   o.cfg.sched.policy = *policy;
@@ -165,15 +179,14 @@ void register_sim(CLI::App& app, int& exit_code) {
                   "Fraction of blocks kept free at admission")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
-  cmd->add_option("--cost-fixed-ms", o->cfg.cost.fixed_ms,
-                  "Cost model: ms per step (provisional default, see docs/benchmarks.md)")
+  cmd->add_option("--cost-model", o->cost_model,
+                  "Step cost parameters: cpu (fitted to the CPU executor) | h100-llama8b (roofline estimate); "
+                  "see docs/benchmarks.md")
       ->capture_default_str();
-  cmd->add_option("--cost-per-token-ms", o->cfg.cost.per_token_ms,
-                  "Cost model: ms per computed token (provisional default)")
-      ->capture_default_str();
-  cmd->add_option("--cost-per-context-token-us", o->cfg.cost.per_context_token_us,
-                  "Cost model: us per attended context token (provisional default)")
-      ->capture_default_str();
+  cmd->add_option("--cost-fixed-ms", o->cost_fixed_ms, "Cost model override: ms per step (cpu: 8.6)");
+  cmd->add_option("--cost-per-token-ms", o->cost_per_token_ms, "Cost model override: ms per computed token (cpu: 2.55)");
+  cmd->add_option("--cost-per-context-token-us", o->cost_per_context_token_us,
+                  "Cost model override: us per attended context token (cpu: 6.2)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
   cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }

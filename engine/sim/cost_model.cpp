@@ -26,4 +26,21 @@ std::string cost_model::validate() const {
   return {};
 }
 
+std::optional<cost_model> cost_model_preset(const std::string& name) {
+  if (name == "cpu") return cost_model{};
+  if (name == "h100-llama8b") {
+    constexpr double weight_bytes = 16.06e9, hbm_bytes_per_s = 3.35e12;
+    constexpr double flops_per_token = 2.0 * 8.03e9, achieved_flops = 0.6 * 989e12;
+    constexpr double kv_bytes_per_token = 32.0 * 8 * 128 * 2 * 2;  // layers x kv heads x head dim x (K, V) x bf16
+    cost_model m;
+    m.fixed_ms = weight_bytes / hbm_bytes_per_s * 1e3;
+    m.per_token_ms = flops_per_token / achieved_flops * 1e3;
+    m.per_context_token_us = kv_bytes_per_token / hbm_bytes_per_s * 1e6;
+    return m;
+  }
+  return std::nullopt;
+}
+
+const char* cost_model_preset_names() { return "cpu, h100-llama8b"; }
+
 } // namespace conveyor::sim

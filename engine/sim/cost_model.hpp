@@ -8,6 +8,9 @@
 // All parameters live here so refitting them to measured step times is a one-line change.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "engine/step.hpp"
 
 namespace conveyor::sim {
@@ -29,5 +32,17 @@ struct cost_model {
   /// Returns "" when every parameter is finite and >= 0, else a message naming the field.
   std::string validate() const;
 };
+
+/// Named parameter sets for `conveyor sim --cost-model`:
+///   "cpu"           the defaults above, fitted to the CPU executor (SmolLM2-135M, 2 cores);
+///   "h100-llama8b"  a roofline estimate, NOT a measurement, of Llama-3-8B in bf16 on one H100
+///                   SXM (3.35 TB/s HBM3, 989 dense bf16 TFLOP/s): fixed = 16.06 GB of weights
+///                   read once per step = 4.8 ms (vLLM reports ~5 ms decode steps for this pair,
+///                   reference/peers.md); per token = 16.06 GFLOP at 60% of peak = 0.027 ms;
+///                   per context token = its 128 KiB of bf16 K and V read once = 0.039 us.
+/// nullopt for an unknown name.
+std::optional<cost_model> cost_model_preset(const std::string& name);
+/// "cpu, h100-llama8b": the names cost_model_preset knows.
+const char* cost_model_preset_names();
 
 } // namespace conveyor::sim

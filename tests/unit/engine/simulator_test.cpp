@@ -141,4 +141,37 @@ BOOST_AUTO_TEST_CASE(continuous_beats_static_more_as_the_cap_grows) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cost_model_presets_are_the_cpu_fit_and_the_h100_roofline) {
+  const auto cpu = cost_model_preset("cpu");
+  BOOST_REQUIRE(cpu.has_value());
+  BOOST_TEST(cpu->fixed_ms == cost_model{}.fixed_ms);
+  BOOST_TEST(cpu->per_token_ms == cost_model{}.per_token_ms);
+  const auto h100 = cost_model_preset("h100-llama8b");
+  BOOST_REQUIRE(h100.has_value());
+  BOOST_TEST(h100->validate().empty());
+  // 16.06 GB / 3.35 TB/s; 16.06 GFLOP / (0.6 x 989 TFLOP/s); 131072 B / 3.35 TB/s.
+  BOOST_TEST(h100->fixed_ms == 4.794, boost::test_tools::tolerance(1e-3));
+  BOOST_TEST(h100->per_token_ms == 0.02706, boost::test_tools::tolerance(1e-3));
+  BOOST_TEST(h100->per_context_token_us == 0.03913, boost::test_tools::tolerance(1e-3));
+  BOOST_TEST(!cost_model_preset("a100").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(on_the_h100_roofline_the_gain_grows_from_cap_32_to_1536) {
+  double previous_gain = 0.0;
+  for (int32_t cap : {32, 128, 512, 1536}) {
+    BOOST_TEST_CONTEXT("cap " << cap) {
+      sim_config c = small_config(batching_mode::continuous), s = small_config(batching_mode::static_batch);
+      c.cost = s.cost = *cost_model_preset("h100-llama8b");
+      c.sched.max_model_len = s.sched.max_model_len = 2048;
+      c.num_kv_blocks = s.num_kv_blocks = 2048;
+      const auto reqs = make_workload(anyscale(cap));
+      const double gain = summarize(run_simulation(c, reqs)).total_token_throughput /
+                          summarize(run_simulation(s, reqs)).total_token_throughput;
+      BOOST_TEST(gain > previous_gain);
+      previous_gain = gain;
+    }
+  }
+  BOOST_TEST(previous_gain > 1.3);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
