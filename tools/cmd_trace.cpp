@@ -33,7 +33,7 @@ int run_trace(const trace_opts& o) {
     spdlog::error("conveyor trace: {}", e.what());
     return 2;
   }
-  if (t.truncated_tail) spdlog::warn("conveyor trace: {}: the last line is cut short (server killed?); it is left out", o.in);
+  if (t.truncated_tail) spdlog::warn("conveyor trace: {}: the last line is cut short (the server was killed, or a write failed); it is left out", o.in);
   size_t first = 0;
   if (o.from) {
     auto it = std::lower_bound(t.steps.begin(), t.steps.end(), *o.from,
