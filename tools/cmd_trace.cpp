@@ -50,8 +50,8 @@ int run_trace(const trace_opts& o) {
   if (o.steps) {
     count = std::min(count, static_cast<size_t>(*o.steps));
   } else if (count > default_steps) {
-    spdlog::info("conveyor trace: {} has {} steps from there; drawing the first {} (--steps N draws more)", o.in, count,
-                 default_steps);
+    spdlog::info("conveyor trace: {} has {} steps{}; drawing the first {} (--steps N draws more)", o.in, count,
+                 o.from ? " from step " + std::to_string(t.steps[first].step) : std::string(), default_steps);
     count = default_steps;
   }
   const std::string svg = trace::render_svg(t, {first, count, o.width});

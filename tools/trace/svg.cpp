@@ -108,7 +108,7 @@ void strip(std::string& out, const grid& g, double y, double w, double h, size_t
   path += " L" + f(g.left + w, 2) + "," + f(prev, 2) + " L" + f(g.left + w, 2) + "," + f(base, 2) + " Z";
   out += "<path d=\"" + path + "\" fill=\"" + colour + "\" fill-opacity=\"0.5\" stroke=\"" + colour + "\"/>\n";
   text(out, g.left - 6, y + h / 2 + 4, label, "end", 11);
-  text(out, g.left + w - 4, y + 12, max_label, "end", 10);
+  text(out, g.left + w, y - 3, max_label, "end", 10, " fill=\"#444\"");
 }
 
 std::string title_of(const trace_file& t, std::span<const step_record> win) {
@@ -136,7 +136,7 @@ std::string render_svg(const trace_file& t, const render_options& o) {
   const double row_h = std::clamp(480.0 / rows, 2.0, 18.0), grid_w = width - left - right;
   const grid g{left, top, grid_w / static_cast<double>(std::max<size_t>(count, 1)), row_h};
   const double grid_h = row_h * rows, strip_h = 46;
-  const double queue_y = top + grid_h + 36, kv_y = queue_y + strip_h + 10, legend_y = kv_y + strip_h + 28;
+  const double queue_y = top + grid_h + 36, kv_y = queue_y + strip_h + 16, legend_y = kv_y + strip_h + 28;
   const double height = legend_y + 16;
 
   std::string out = svg::begin(width, height) + defs();
@@ -160,9 +160,10 @@ std::string render_svg(const trace_file& t, const render_options& o) {
   if (count == 0) text(out, left + grid_w / 2, top + grid_h / 2, "no steps recorded", "middle", 13);
   draw_cells(out, g, t, win, lay);
 
-  // Step axis: about ten ticks, labelled with the steps' ids.
-  const size_t tick = static_cast<size_t>(std::max(1.0, svg::nice_step(static_cast<double>(count) / 2.5)));
-  for (size_t i = 0; i < count; i += tick) {
+  // Step axis: about ten ticks, at step ids that are multiples of a 1/2/5 x 10^k step.
+  const int64_t tick = static_cast<int64_t>(std::max(1.0, svg::nice_step(static_cast<double>(count) / 2.5)));
+  for (size_t i = 0; i < count; ++i) {
+    if (win[i].step % tick != 0 && !(i == 0 && count < 3)) continue;
     const double x = left + g.col_w * (static_cast<double>(i) + 0.5);
     out += "<line x1=\"" + f(x) + "\" y1=\"" + f(top + grid_h) + "\" x2=\"" + f(x) + "\" y2=\"" + f(top + grid_h + 4) +
            "\" stroke=\"#444\"/>\n";
@@ -181,8 +182,20 @@ std::string render_svg(const trace_file& t, const render_options& o) {
              "\" stroke=\"#d62728\" stroke-width=\"2\"><title>step " + std::to_string(win[i].step) + ": " +
              std::to_string(win[i].preemptions) + " preempted</title></line>\n";
     }
+  // KV usage as a fraction of the pool; the axis ends at the next of 1, 2, 5, 10, 20, 50, 100%
+  // above the peak, so a big pool's small use still shows, and the label says the scale.
   const double blocks = std::max(1, h.num_kv_blocks);
-  strip(out, g, kv_y, grid_w, strip_h, count, 1.0, "#2ca02c", "KV used", "100% = " + std::to_string(h.num_kv_blocks) + " blocks",
+  double peak = 0.0;
+  for (const auto& s : win) peak = std::max(peak, s.kv_blocks_used / blocks);
+  double kv_top = 1.0;
+  for (double top : {0.01, 0.02, 0.05, 0.1, 0.2, 0.5})
+    if (peak <= top) {
+      kv_top = top;
+      break;
+    }
+  strip(out, g, kv_y, grid_w, strip_h, count, kv_top, "#2ca02c", "KV used",
+        "peak " + f(100.0 * peak, 1) + "%, axis 0-" + f(100.0 * kv_top, 0) + "% of " + std::to_string(h.num_kv_blocks) +
+            " blocks",
         [&](size_t i) { return win[i].kv_blocks_used / blocks; });
 
   // Legend.
