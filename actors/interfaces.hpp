@@ -40,7 +40,9 @@ using executor_actor = caf::typed_actor<
 /// The publisher actor: detached, owns the PUB socket and the retention buffer `fetch` reads.
 using publisher_actor = caf::typed_actor<
     // request actor -> publisher: append one encoded event (next seq of that job) to the job's
-    // log and send it on "job/<id>/". `terminal` marks the job's last event.
+    // log and send it on "job/<id>/". `terminal` marks the job's last event. A tokens event
+    // arrives as a request delegated by the request actor; the empty reply acknowledges it to
+    // the scheduler.
     caf::reacts_to<publish_atom, std::string, std::string, bool>,
     // request actor / intake -> publisher: send an event without logging it (a PULL job's
     // rejection: the job never existed, so there is nothing to fetch).
@@ -78,7 +80,9 @@ using request_actor = caf::typed_actor<
     // intake -> request actor: validate, tokenize and submit; replies with the scheduler's answer
     // (also for too_long / bad_request found while tokenizing).
     caf::replies_to<start_atom>::with<submit_answer>,
-    // scheduler -> request actor: new tokens of this job.
+    // scheduler -> request actor: new tokens of this job. Sent as a request: the reply, which
+    // the request actor delegates to the publisher, comes once the resulting event is on the
+    // PUB socket; until then the scheduler holds the job's newer tokens (flow control).
     caf::reacts_to<token_atom, token_batch>,
     // scheduler -> request actor: the job ended; publish `done` (or `error`) and quit.
     caf::reacts_to<finished_atom, finish_info>>;

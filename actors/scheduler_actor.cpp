@@ -15,6 +15,10 @@ struct live_job {
   request_actor handle;
   double first_scheduled_s = -1.0;
   bool reported_start = false;
+  /// A token batch is on its way and not yet acknowledged (its event not yet published); new
+  /// tokens wait in `pending` and go out together with the acknowledgement.
+  bool in_flight = false;
+  token_batch pending;
 };
 
 struct scheduler_state {
@@ -53,35 +57,67 @@ void maybe_finish_drain(self_ptr self) {
   st.drain_waiters.clear();
 }
 
+void send_tokens(self_ptr self, seq_id id, live_job& job);
+
+// The publisher has sent the event made of a job's last batch (or its request actor is gone):
+// send what accumulated meanwhile.
+void on_tokens_published(self_ptr self, seq_id id) {
+  auto it = self->state.live.find(id);
+  if (it == self->state.live.end()) return;
+  it->second.in_flight = false;
+  if (!it->second.pending.tokens.empty()) send_tokens(self, id, it->second);
+}
+
+// Flow control on the event path: at most one token batch per job is in flight between here
+// and the PUB socket (the request actor delegates the acknowledgement to the publisher). When
+// the event path keeps up, every step's token goes out at once; when it falls behind (many
+// streams, a fast executor), a job's tokens coalesce into one event instead of queueing in
+// mailboxes without bound. Nothing is dropped.
+void send_tokens(self_ptr self, seq_id id, live_job& job) {
+  token_batch b = std::move(job.pending);
+  job.pending = token_batch{};
+  if (!job.reported_start) {
+    b.first_scheduled_s = job.first_scheduled_s;
+    job.reported_start = true;
+  }
+  job.in_flight = true;
+  self->request(job.handle, caf::infinite, token_atom::value, std::move(b))
+      .then([self, id] { on_tokens_published(self, id); }, [self, id](caf::error&) { on_tokens_published(self, id); });
+}
+
 // Forwards engine events to request actors: every job's tokens first, then the finishes, so
-// a job's tokens always reach it before its end.
+// a job's tokens always reach it before its end (a finishing job's pending tokens go out
+// without waiting for the acknowledgement: messages between two actors keep their order).
 void dispatch(self_ptr self, const std::vector<seq_event>& events) {
   auto& st = self->state;
-  std::unordered_map<seq_id, token_batch> batches;
+  std::vector<seq_id> touched;
   for (const auto& e : events) {
     if (e.kind != event_kind::token) continue;
-    auto& b = batches[e.id];
+    ++st.counters.generation_tokens;
+    auto it = st.live.find(e.id);
+    if (it == st.live.end()) continue;
+    token_batch& b = it->second.pending;
+    if (b.tokens.empty()) touched.push_back(e.id);
     b.tokens.push_back(e.token);
     b.logprobs.push_back(e.logprob);
-    ++st.counters.generation_tokens;
   }
-  for (auto& [id, b] : batches) {
-    auto it = st.live.find(id);
-    if (it == st.live.end()) continue;
-    if (!it->second.reported_start) {
-      b.first_scheduled_s = it->second.first_scheduled_s;
-      it->second.reported_start = true;
-    }
-    self->send(it->second.handle, token_atom::value, std::move(b));
+  for (seq_id id : touched) {
+    live_job& job = st.live.at(id);
+    if (!job.in_flight) send_tokens(self, id, job);
   }
   for (const auto& e : events) {
     if (e.kind != event_kind::finished) continue;
     auto it = st.live.find(e.id);
     if (it == st.live.end()) continue;
-    self->send(it->second.handle, finished_atom::value,
+    live_job& job = it->second;
+    if (!job.pending.tokens.empty()) {
+      if (!job.reported_start) job.pending.first_scheduled_s = job.first_scheduled_s;
+      self->send(job.handle, token_atom::value, std::move(job.pending));
+    }
+    self->send(job.handle, finished_atom::value,
                finish_info{e.reason, e.num_prompt_tokens, e.num_output_tokens, e.num_cached_tokens, {}});
-    remember(st, it->second.job_id, {final_state(e.reason), e.num_prompt_tokens, e.num_output_tokens, e.reason});
-    st.by_job.erase(it->second.job_id);
+    remember(st, job.job_id, {final_state(e.reason), e.num_prompt_tokens, e.num_output_tokens, e.reason});
+    st.by_job.erase(job.job_id);
     st.live.erase(it);
     ++st.counters.jobs_finished;
   }
@@ -92,6 +128,7 @@ void fail_all(self_ptr self, const std::string& why) {
   auto& st = self->state;
   st.failed = true;
   for (auto& [id, job] : st.live) {
+    if (!job.pending.tokens.empty()) self->send(job.handle, token_atom::value, std::move(job.pending));
     finish_info fi;
     fi.error = why;
     self->send(job.handle, finished_atom::value, std::move(fi));
@@ -186,7 +223,9 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
           ++st.counters.jobs_rejected;
           return {false, 0, r.reason == reject_reason::overloaded ? "overloaded" : "bad_request", r.message};
         }
-        st.live[sub.req.id] = {sub.job_id, caf::actor_cast<request_actor>(self->current_sender()), -1.0, false};
+        live_job& job = st.live[sub.req.id];
+        job.job_id = sub.job_id;
+        job.handle = caf::actor_cast<request_actor>(self->current_sender());
         st.by_job[sub.job_id] = sub.req.id;
         ++st.counters.jobs_accepted;
         st.counters.prompt_tokens += static_cast<int64_t>(sub.req.prompt_token_ids.size());
