@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/request.hpp"
@@ -58,7 +59,9 @@ struct fetch_reply {
 
 /// stats: {"ok":true, "queued", "running", "kv_usage", "kv_blocks_used", "kv_blocks_total",
 /// "prompt_tokens_total", "completion_tokens_total", "cached_tokens_total", "jobs_accepted",
-/// "jobs_rejected", "jobs_finished", "jobs_failed", "tokens_per_s", "uptime_s"}.
+/// "jobs_rejected", "jobs_finished", "jobs_failed", "tokens_per_s", "uptime_s",
+/// "preemptions_total", "rejected":{code:I}, "finished":{reason:I},
+/// "histograms":{name:{"count":I,"sum":F}}}: the numbers /metrics shows.
 struct stats_reply {
   int64_t queued = 0;
   int64_t running = 0;
@@ -77,6 +80,18 @@ struct stats_reply {
   /// Output tokens per second over the last heartbeat interval.
   double tokens_per_s = 0.0;
   double uptime_s = 0.0;
+  uint64_t preemptions_total = 0;
+  /// Error replies and rejected submits, by error code (conveyor_request_rejected_total).
+  std::vector<std::pair<std::string, uint64_t>> rejected;
+  /// Done events, by finish reason (conveyor_request_success_total).
+  std::vector<std::pair<std::string, uint64_t>> finished;
+  /// A latency histogram of /metrics (name without the conveyor_ prefix): observations, their sum.
+  struct histogram_totals {
+    std::string name;
+    uint64_t count = 0;
+    double sum = 0.0;
+  };
+  std::vector<histogram_totals> histograms;
 };
 
 /// health: {"ok":true,"status":"serving|draining","protocol":1,"model":S}.

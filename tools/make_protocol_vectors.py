@@ -214,7 +214,11 @@ replies = {
                     "kv_blocks_total": 256, "prompt_tokens_total": 1000,
                     "completion_tokens_total": 5000, "cached_tokens_total": 128,
                     "jobs_accepted": 12, "jobs_rejected": 1, "jobs_finished": 7, "jobs_failed": 0,
-                    "tokens_per_s": 88.5, "uptime_s": 3600.0},
+                    "tokens_per_s": 88.5, "uptime_s": 3600.0, "preemptions_total": 2,
+                    "rejected": {"bad_request": 1, "overloaded": 0},
+                    "finished": {"length": 6, "stop": 1},
+                    "histograms": {"time_to_first_token_seconds": {"count": 7, "sum": 1.75},
+                                   "inter_token_latency_seconds": {"count": 4993, "sum": 49.5}}},
     "reply_health": {"ok": True, "status": "serving", "protocol": 1, "model": "smollm2-135m-instruct"},
     "reply_health_draining": {"ok": True, "status": "draining", "protocol": 1, "model": "tiny"},
 }

@@ -65,7 +65,10 @@ BOOST_AUTO_TEST_CASE(replies_match_the_vectors) {
   check("replies", "reply_status_finished",
         encode(status_reply{"job-1", job_state::finished, 5, 3, 4, finish_reason::stop}));
   check("replies", "reply_stats",
-        encode(stats_reply{3, 2, 0.25, 64, 256, 1000, 5000, 128, 12, 1, 7, 0, 88.5, 3600.0}));
+        encode(stats_reply{3, 2, 0.25, 64, 256, 1000, 5000, 128, 12, 1, 7, 0, 88.5, 3600.0, 2,
+                           {{"bad_request", 1}, {"overloaded", 0}},
+                           {{"length", 6}, {"stop", 1}},
+                           {{"time_to_first_token_seconds", 7, 1.75}, {"inter_token_latency_seconds", 4993, 49.5}}}));
   check("replies", "reply_health", encode(health_reply{server_status::serving, "smollm2-135m-instruct"}));
   check("replies", "reply_health_draining", encode(health_reply{server_status::draining, "tiny"}));
 }
