@@ -7,6 +7,7 @@
 
 #include "actors/request_actor.hpp"
 #include "schemas/protocol.hpp"
+#include "schemas/replies.hpp"
 #include "transport/intake.hpp"
 
 namespace conveyor::actors {
@@ -21,6 +22,10 @@ public:
 private:
   schemas::wire_bytes submit(schemas::submit_request job, bool from_pull);
   schemas::wire_bytes handle(const schemas::decode_result& req);
+  schemas::wire_bytes stats();
+  /// Encodes an error reply and counts it (conveyor_request_rejected_total).
+  schemas::wire_bytes refuse(const schemas::error_reply& reply);
+  void count_rejection(schemas::error_code code);
 
   caf::actor_system& sys_;
   request_context ctx_;

@@ -20,7 +20,7 @@ struct request_state {
   std::unique_ptr<model::text_stream> text;
   std::vector<token_id> pending_ids;
   std::vector<float> pending_logprobs;
-  double first_scheduled_s = -1.0, first_token_s = -1.0;
+  double first_scheduled_s = -1.0, first_token_s = -1.0, last_token_s = -1.0;
 };
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
@@ -74,6 +74,18 @@ std::variant<std::vector<token_id>, submit_answer> tokenize(const request_state&
     return submit_answer{false, 0, "too_long", "prompt: " + std::to_string(ids.size()) + " tokens; this server's max_model_len is " +
                                                    std::to_string(st.ctx.max_model_len) + " (prompt + output); shorten the prompt"};
   return ids;
+}
+
+// The done event's timing in seconds, for the histograms (the same numbers the client sees).
+request_latencies latencies(const schemas::done_event& done, int32_t completion_tokens) {
+  request_latencies l;
+  l.e2e_s = done.timing.e2e_ms / 1000.0;
+  l.queue_s = done.timing.queue_ms / 1000.0;
+  if (done.timing.ttft_ms) {
+    l.ttft_s = *done.timing.ttft_ms / 1000.0;
+    if (completion_tokens > 1) l.tpot_s = (l.e2e_s - *l.ttft_s) / (completion_tokens - 1);
+  }
+  return l;
 }
 
 void reject(self_ptr self, const submit_answer& a) {
@@ -136,7 +148,14 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
       [self](token_atom, const token_batch& b) {
         auto& st = self->state;
         if (st.first_scheduled_s < 0 && b.first_scheduled_s >= 0) st.first_scheduled_s = b.first_scheduled_s;
-        if (st.first_token_s < 0) st.first_token_s = now_s();
+        const double t = now_s();
+        const auto n = static_cast<int64_t>(b.tokens.size());
+        if (st.first_token_s < 0) st.first_token_s = t;
+        if (st.ctx.registry) {  // one inter-token gap per token after the request's first
+          if (st.last_token_s >= 0) st.ctx.registry->observe_itl(t - st.last_token_s, n);
+          else if (n > 1) st.ctx.registry->observe_itl(0.0, n - 1);
+        }
+        st.last_token_s = t;
         if (st.text->stopped()) return;
         for (size_t i = 0; i < b.tokens.size() && !st.text->stopped(); ++i) {
           st.pending_ids.push_back(b.tokens[i]);
@@ -152,6 +171,7 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
           ev.code = schemas::error_code::internal;
           ev.message = fi.error;
           publish(self, std::move(ev), true);
+          if (st.ctx.registry) st.ctx.registry->count_failed();
           self->quit();
           return;
         }
@@ -165,6 +185,7 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
         done.timing.queue_ms = ((st.first_scheduled_s >= 0 ? st.first_scheduled_s : now) - st.arrival_s) * 1000.0;
         if (st.first_token_s >= 0) done.timing.ttft_ms = (st.first_token_s - st.arrival_s) * 1000.0;
         done.timing.e2e_ms = (now - st.arrival_s) * 1000.0;
+        if (st.ctx.registry) st.ctx.registry->count_finished(to_string(done.reason), latencies(done, fi.completion_tokens));
         publish(self, std::move(done), true);
         self->quit();
       },

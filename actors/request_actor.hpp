@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "actors/interfaces.hpp"
+#include "actors/metrics.hpp"
 #include "model/tokenizer.hpp"
 #include "schemas/requests.hpp"
 
@@ -16,6 +17,7 @@ struct request_context {
   scheduler_actor sched;
   publisher_actor pub;
   int32_t max_model_len = 0;
+  metrics* registry = nullptr;  // shared, thread-safe; null: nothing is counted
 };
 
 /// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock).

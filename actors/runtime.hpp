@@ -11,11 +11,13 @@
 #include <zmq.hpp>
 
 #include "actors/intake_handler.hpp"
+#include "actors/metrics.hpp"
 #include "actors/publisher_actor.hpp"
 #include "actors/runtime_control.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "engine/config.hpp"
 #include "engine/executor.hpp"
+#include "transport/metrics_http.hpp"
 
 namespace conveyor::actors {
 
@@ -30,6 +32,10 @@ struct runtime_options {
   std::string model_name;
   /// CAF worker threads (the executor and publisher have their own).
   int worker_threads = 2;
+  /// Prometheus /metrics over HTTP: -1 off, 0 any free port, > 0 that port (bind failure
+  /// throws transport::bind_error).
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
   /// The iteration trace (JSON Lines, one line per step); empty: off. An unwritable path makes
   /// the constructor throw trace_error.
   std::string trace_path;
@@ -47,6 +53,10 @@ public:
   const std::string& pub_endpoint() const { return pub_; }
   const std::string& pull_endpoint() const { return pull_; }
   runtime_control& control() { return control_; }
+  /// "http://host:port/metrics", or "" when metrics_port is -1.
+  std::string metrics_url() const { return http_ ? http_->url() : std::string(); }
+  /// The bound /metrics port (resolves 0), or -1 when off.
+  int metrics_port() const { return http_ ? http_->port() : -1; }
 
   /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
   /// the rest (each gets its done event), flushes their events and stops every thread.
@@ -56,7 +66,12 @@ public:
   int shutdown(double timeout_s);
 
 private:
+  /// The /metrics body: the scheduler's numbers (asked with a timeout) and ours; nullopt when the
+  /// scheduler does not answer. Runs on the HTTP pool threads, only between start and shutdown.
+  std::optional<std::string> render_metrics();
+
   zmq::context_t zmq_;
+  metrics metrics_;  // outlives the actors and the HTTP thread that use it
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   runtime_control control_;
@@ -68,6 +83,7 @@ private:
   std::optional<publisher_actor> publisher_;
   std::unique_ptr<intake_handler> handler_;
   std::unique_ptr<transport::intake> intake_;
+  std::unique_ptr<transport::metrics_http> http_;
   std::string router_, pub_, pull_;
   bool stopped_ = false;
 };

@@ -90,6 +90,7 @@ int run_serve(const serve_options& o) {
   spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}; router {} pub {} pull {}",
                model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
                to_string(ro.sched.batching), rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
+  if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
   std::thread signals([&] {
     unsigned char sig = 0;
     if (::read(g_signal_pipe[0], &sig, 1) == 1 && sig != 0)

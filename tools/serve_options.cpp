@@ -33,6 +33,9 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
   cmd.add_option("--drain-timeout,--drain_timeout", drain_timeout_s, "Seconds running jobs get to finish at shutdown")->capture_default_str();
   cmd.add_option("--worker-threads,--worker_threads", worker_threads, "CAF worker threads")->capture_default_str();
+  cmd.add_option("--metrics-port,--metrics_port", metrics_port, "Serve Prometheus text at http://HOST:PORT/metrics (-1: off, 0: any free port)")
+      ->capture_default_str();
+  cmd.add_option("--metrics-host,--metrics_host", metrics_host, "Address the /metrics endpoint listens on")->capture_default_str();
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
 }
 
@@ -77,6 +80,7 @@ std::string serve_options::validate() const {
   if (max_num_queued_reqs < 0 || max_num_queued_tokens < 0) return "max_num_queued_reqs / max_num_queued_tokens must be >= 0 (0: unbounded)";
   if (drain_timeout_s < 0) return "drain_timeout must be >= 0 seconds";
   if (worker_threads < 1 || worker_threads > 64) return "worker_threads must be in 1..64";
+  if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
   return {};
@@ -100,6 +104,8 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.pull_ep = pull;
   r.model_name = std::filesystem::path(model_path).filename().string();
   r.worker_threads = worker_threads;
+  r.metrics_port = metrics_port;
+  r.metrics_host = metrics_host;
   r.trace_path = trace;
   return r;
 }

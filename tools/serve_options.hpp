@@ -35,6 +35,8 @@ struct serve_options {
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
   int32_t worker_threads = 2;
+  int32_t metrics_port = -1;                ///< Prometheus /metrics: -1 off, 0 any free port
+  std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string config_path;
 
