@@ -1,6 +1,7 @@
 #include "actors/request_actor.hpp"
 
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "model/text_stream.hpp"
@@ -28,25 +29,30 @@ using self_ptr = request_actor::stateful_pointer<request_state>;
 std::string as_string(const schemas::wire_bytes& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
 template <class Event>
-void publish(self_ptr self, Event ev, bool terminal) {
-  auto& st = self->state;
+std::string encode_next(request_state& st, Event& ev) {
   ev.id = st.job.id;
   ev.seq = st.next_seq++;
-  self->send(st.ctx.pub, publish_atom::value, st.job.id, as_string(schemas::encode(ev)), terminal);
+  return as_string(schemas::encode(ev));
 }
 
-// Publishes the tokens and text that are safe to show (a stop string cannot start in them).
-void flush_tokens(self_ptr self, bool final) {
+template <class Event>
+void publish(self_ptr self, Event ev, bool terminal) {
   auto& st = self->state;
+  self->send(st.ctx.pub, publish_atom::value, st.job.id, encode_next(st, ev), terminal);
+}
+
+// The tokens event of what is safe to show (a stop string cannot start in it), or nothing when
+// there is nothing to show or the job does not stream.
+std::optional<std::string> take_tokens_event(request_state& st, bool final) {
   std::string delta = st.text->take_visible(final);
-  if (!st.job.stream || (st.pending_ids.empty() && delta.empty())) return;
+  if (!st.job.stream || (st.pending_ids.empty() && delta.empty())) return std::nullopt;
   schemas::tokens_event ev;
   ev.token_ids = std::move(st.pending_ids);
   ev.text = std::move(delta);
   if (st.job.logprobs) ev.logprobs = std::move(st.pending_logprobs);
   st.pending_ids.clear();
   st.pending_logprobs.clear();
-  publish(self, std::move(ev), false);
+  return encode_next(st, ev);
 }
 
 // The prompt's token ids, or the error that makes the job impossible.
@@ -145,7 +151,8 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
   st.from_pull = from_pull;
   return {
       [self](start_atom) { return start(self); },
-      [self](token_atom, const token_batch& b) {
+      // Replies (through the publisher, for the scheduler's flow control) once the event is out.
+      [self](token_atom, const token_batch& b) -> caf::result<void> {
         auto& st = self->state;
         if (st.first_scheduled_s < 0 && b.first_scheduled_s >= 0) st.first_scheduled_s = b.first_scheduled_s;
         const double t = now_s();
@@ -156,13 +163,14 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
           else if (n > 1) st.ctx.registry->observe_itl(0.0, n - 1);
         }
         st.last_token_s = t;
-        if (st.text->stopped()) return;
+        if (st.text->stopped()) return {};
         for (size_t i = 0; i < b.tokens.size() && !st.text->stopped(); ++i) {
           st.pending_ids.push_back(b.tokens[i]);
           st.pending_logprobs.push_back(b.logprobs[i]);
           if (st.text->push(b.tokens[i])) self->send(st.ctx.sched, finish_atom::value, st.sid);  // a stop string matched
         }
-        flush_tokens(self, false);
+        if (auto ev = take_tokens_event(st, false)) return self->delegate(st.ctx.pub, publish_atom::value, st.job.id, std::move(*ev), false);
+        return {};
       },
       [self](finished_atom, const finish_info& fi) {
         auto& st = self->state;
@@ -176,7 +184,7 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
           return;
         }
         st.text->finish();
-        flush_tokens(self, true);
+        if (auto ev = take_tokens_event(st, true)) self->send(st.ctx.pub, publish_atom::value, st.job.id, std::move(*ev), false);
         const double now = now_s();
         schemas::done_event done;
         done.reason = st.text->stopped() ? finish_reason::stop : fi.reason;

@@ -30,7 +30,7 @@ struct serve_options {
   bool enable_prefix_caching = true;
   std::string scheduling_policy = "fcfs";
   std::string batching = "continuous";
-  double kv_watermark = 0.0;
+  double kv_watermark = 0.01;
   int32_t max_num_queued_reqs = 0;    ///< 0: unbounded
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
