@@ -64,7 +64,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<finish_atom, seq_id>,
     // intake -> scheduler: where a job is (state "" when the id is unknown or forgotten).
     caf::replies_to<status_atom, std::string>::with<job_status>,
-    // intake / publisher -> scheduler: counters and gauges.
+    // intake / publisher / the /metrics HTTP thread -> scheduler: counters and gauges.
     caf::replies_to<stats_atom>::with<runtime_stats>,
     // self: run one iteration when idle.
     caf::reacts_to<tick_atom>,
