@@ -81,6 +81,8 @@ schemas::wire_bytes intake_handler::stats() {
   r.kv_blocks_total = s->kv_blocks;
   r.prompt_tokens_total = static_cast<uint64_t>(s->prompt_tokens);
   r.completion_tokens_total = static_cast<uint64_t>(s->generation_tokens);
+  r.cached_tokens_total = static_cast<uint64_t>(s->cached_tokens);
+  r.tokens_per_s = s->tokens_per_s;
   r.jobs_accepted = static_cast<uint64_t>(s->jobs_accepted);
   r.jobs_rejected = static_cast<uint64_t>(s->jobs_rejected);
   r.jobs_finished = static_cast<uint64_t>(s->jobs_finished);

@@ -72,6 +72,11 @@ struct runtime_stats {
   int32_t kv_blocks = 0, kv_blocks_used = 0;
   double kv_usage = 0.0;
   int64_t prompt_tokens = 0, generation_tokens = 0;
+  /// Prompt tokens of finished jobs that were served from the prefix cache.
+  int64_t cached_tokens = 0;
+  /// Output tokens per second over the last interval of >= 1 s between stats requests (the
+  /// heartbeat asks every second).
+  double tokens_per_s = 0.0;
   int64_t preemptions = 0, steps = 0;
   int64_t jobs_accepted = 0, jobs_finished = 0, jobs_rejected = 0;
   bool draining = false;

@@ -35,6 +35,8 @@ struct scheduler_state {
   bool step_in_flight = false, tick_armed = false, failed = false, draining = false;
   std::vector<caf::response_promise> drain_waiters;
   runtime_stats counters;
+  double rate_since_s = 0.0;  // start of the current tokens_per_s interval
+  int64_t rate_since_tokens = 0;
   std::shared_ptr<trace_writer> trace;  // null: tracing off
 };
 
@@ -120,6 +122,7 @@ void dispatch(self_ptr self, const std::vector<seq_event>& events) {
     st.by_job.erase(job.job_id);
     st.live.erase(it);
     ++st.counters.jobs_finished;
+    st.counters.cached_tokens += e.num_cached_tokens;
   }
   maybe_finish_drain(self);
 }
@@ -251,6 +254,12 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
         r.kv_blocks_used = s.num_kv_blocks_used;
         r.kv_usage = s.num_kv_blocks > 0 ? static_cast<double>(s.num_kv_blocks_used) / s.num_kv_blocks : 0.0;
         r.preemptions = s.num_preemptions;
+        if (const double now = now_s(), dt = now - st.rate_since_s; dt >= 1.0) {
+          st.counters.tokens_per_s = static_cast<double>(st.counters.generation_tokens - st.rate_since_tokens) / dt;
+          st.rate_since_s = now;
+          st.rate_since_tokens = st.counters.generation_tokens;
+        }
+        r.tokens_per_s = st.counters.tokens_per_s;
         r.draining = st.draining;
         return r;
       },

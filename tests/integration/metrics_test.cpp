@@ -196,6 +196,23 @@ BOOST_AUTO_TEST_CASE(counters_add_up_to_what_was_sent_and_stats_agrees) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(stats_counts_prompt_tokens_served_from_the_prefix_cache) {
+  server srv("null");
+  producer p(*srv.rt);
+  int64_t cached = 0;
+  for (const std::string id : {"pc-1", "pc-2", "pc-3"}) {  // the same 40-token prompt: 2 full blocks reusable
+    p.subscribe(id);
+    BOOST_REQUIRE(submit_tokens(p, id, 40, 4)["ok"] == true);
+    const auto events = p.collect(id, std::chrono::seconds(10));
+    BOOST_REQUIRE(!events.empty());
+    BOOST_REQUIRE(events.back()["kind"] == "done");
+    cached += events.back()["usage"]["cached_tokens"].get<int64_t>();
+  }
+  BOOST_TEST(cached == 2 * 32);
+  const json st = p.request({{"op", "stats"}});
+  BOOST_TEST(st["cached_tokens_total"].get<int64_t>() == cached);
+}
+
 BOOST_AUTO_TEST_CASE(off_by_default_and_404_elsewhere) {
   server off("null");
   BOOST_TEST(off.rt->metrics_port() == -1);
