@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <zmq.hpp>
+
 #include "tools/bench/compare.hpp"
 #include "tools/bench/server_process.hpp"
 #include "tools/bench_cli.hpp"
@@ -28,6 +30,22 @@ std::string describe_workload(const bench::workload_options& w) {
     return std::string(bench::to_string(w.name)) + ": " + std::to_string(w.num_prompts) + " prompts, cap per run";
   return "anyscale: " + std::to_string(w.num_prompts) + " prompts of " + std::to_string(w.anyscale_input_len) +
          " tokens, outputs exponential (mean 128) resampled until <= cap, all sent at once";
+}
+
+// The server's preemption count (stats op), or -1 when it does not answer within 5 s.
+int64_t server_preemptions(const std::string& router_ep) {
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(router_ep);
+  const std::string req = bench::encode_stats();
+  dealer.send(zmq::buffer(req), zmq::send_flags::none);
+  zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::message_t msg;
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) <= 0 || !dealer.recv(msg, zmq::recv_flags::dontwait)) return -1;
+  bench::decoder dec;
+  const auto r = dec.reply(msg.data(), msg.size());
+  return r && r->ok ? r->preemptions_total : -1;
 }
 
 // One server, one run. Throws std::runtime_error with the server's log tail on failure.
@@ -56,6 +74,7 @@ bench::compare_run run_one(const bench_opts& o, const std::string& dir, int32_t 
     throw std::runtime_error(tag + ": " + e.what() + (alive ? "" : " (the server exited)") + "\nserver log " + dir +
                              "/serve-" + tag + ".log:\n" + server.log_tail());
   }
+  const int64_t preemptions = server_preemptions(d.router_ep);
   const int status = server.stop();
   if (status != 0) std::cerr << "conveyor bench: warning: the " << tag << " server exited with status " << status << "\n";
   model = r.model;
@@ -64,6 +83,7 @@ bench::compare_run run_one(const bench_opts& o, const std::string& dir, int32_t 
   run.batching = mode;
   run.num_requests = static_cast<int32_t>(requests.size());
   run.failed = r.rejected + r.failed + r.unfinished;
+  run.preemptions = preemptions;
   run.metrics = bench::compute_metrics(r.timelines, o.run.slo, o.run.percentiles);
   return run;
 }

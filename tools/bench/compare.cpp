@@ -71,15 +71,15 @@ std::string format_compare_table(const compare_setup& s, const std::vector<compa
   t += "model:    " + s.model + "\nworkload: " + s.workload + "\n";
   if (!s.server_args.empty()) t += "server:   " + s.server_args + "\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%5s %-11s %6s %9s %8s %10s %10s %10s %10s %10s\n", "cap", "batching", "done",
-                "dur (s)", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT mean", "E2EL p50");
+  std::snprintf(line, sizeof line, "%5s %-11s %6s %9s %8s %10s %10s %10s %10s %10s %8s\n", "cap", "batching", "done",
+                "dur (s)", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT mean", "E2EL p50", "preempt");
   t += line;
   for (const auto& r : runs) {
     const bench_metrics& m = r.metrics;
-    std::snprintf(line, sizeof line, "%5d %-11s %3d/%-3d %8.2f %8.2f %10.1f %8.0fms %8.0fms %8.1fms %8.0fms\n", r.cap,
+    std::snprintf(line, sizeof line, "%5d %-11s %3d/%-3d %8.2f %8.2f %10.1f %8.0fms %8.0fms %8.1fms %8.0fms %8s\n", r.cap,
                   r.batching.c_str(), m.completed, r.num_requests, m.duration_s, m.request_throughput,
                   m.output_throughput, m.ttft.median, m.ttft.percentiles.empty() ? 0.0 : m.ttft.percentiles.back().second,
-                  m.tpot.mean, m.e2el.median);
+                  m.tpot.mean, m.e2el.median, r.preemptions < 0 ? "?" : std::to_string(r.preemptions).c_str());
     t += line;
   }
   t += "continuous / static output throughput:";
@@ -104,7 +104,7 @@ nlohmann::ordered_json compare_to_json(const compare_setup& s, const std::vector
   for (const auto& r : runs) {
     const bench_metrics& m = r.metrics;
     rows.push_back({{"cap", r.cap}, {"batching", r.batching}, {"num_requests", r.num_requests}, {"completed", m.completed},
-                    {"failed", r.failed}, {"duration", m.duration_s}, {"total_input_tokens", m.total_input_tokens},
+                    {"failed", r.failed}, {"preemptions", r.preemptions}, {"duration", m.duration_s}, {"total_input_tokens", m.total_input_tokens},
                     {"total_output_tokens", m.total_output_tokens}, {"request_throughput", m.request_throughput},
                     {"output_throughput", m.output_throughput}, {"total_token_throughput", m.total_token_throughput},
                     {"mean_ttft_ms", m.ttft.mean}, {"median_ttft_ms", m.ttft.median}, {"mean_tpot_ms", m.tpot.mean},

@@ -19,6 +19,7 @@ struct compare_run {
   std::string batching;  // "static" | "continuous"
   int32_t num_requests = 0;
   int32_t failed = 0;  // rejected, failed or unfinished: a comparison with any is not clean
+  int64_t preemptions = -1;  // the server's count after the run (-1: unknown)
   bench_metrics metrics;
 };
 

@@ -93,7 +93,12 @@ std::string self_executable() {
   std::vector<char> buf(4096);
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   if (n <= 0) throw std::runtime_error("cannot find the conveyor executable (/proc/self/exe)");
-  return std::string(buf.data(), static_cast<size_t>(n));
+  std::string path(buf.data(), static_cast<size_t>(n));
+  const std::string deleted = " (deleted)";
+  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    throw std::runtime_error("the conveyor binary was replaced while this ran (" + path +
+                             "); run a copy that stays put, or do not rebuild meanwhile");
+  return path;
 }
 
 } // namespace conveyor::bench

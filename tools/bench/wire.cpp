@@ -124,14 +124,21 @@ std::string encode_fetch(std::string_view id, int64_t from_seq, int64_t max_even
   return take(buf);
 }
 
-std::string encode_health() {
+namespace {
+
+std::string encode_op(const char* op) {
   msgpack::sbuffer buf;
   packer pk(buf);
   pk.pack_map(1);
   pack_str(pk, "op");
-  pack_str(pk, "health");
+  pack_str(pk, op);
   return take(buf);
 }
+
+} // namespace
+
+std::string encode_health() { return encode_op("health"); }
+std::string encode_stats() { return encode_op("stats"); }
 
 std::optional<event_view> decoder::event(const void* data, size_t size) {
   zone_.clear();
@@ -157,6 +164,8 @@ std::optional<reply_view> decoder::reply(const void* data, size_t size) {
         r.id = str_of(v);
       } else if (key == "model") {
         r.model = str_of(v);
+      } else if (key == "preemptions_total" && v.type == msgpack::type::POSITIVE_INTEGER) {
+        r.preemptions_total = static_cast<int64_t>(v.via.u64);
       } else if (key == "complete" && v.type == msgpack::type::BOOLEAN) {
         r.complete = v.via.boolean;
       } else if (key == "error" && v.type == msgpack::type::MAP) {

@@ -26,6 +26,7 @@ struct submit_settings {
 std::string encode_submit(const bench_request& r, std::string_view id, const submit_settings& s);
 std::string encode_fetch(std::string_view id, int64_t from_seq, int64_t max_events);
 std::string encode_health();
+std::string encode_stats();
 
 enum class event_kind { accepted, tokens, done, error, other };
 
@@ -52,6 +53,8 @@ struct reply_view {
   std::string model;
   std::vector<event_view> events;
   bool complete = false;
+  /// stats: preemptions_total (-1 when absent).
+  int64_t preemptions_total = -1;
 };
 
 class decoder {
