@@ -140,6 +140,22 @@ BOOST_AUTO_TEST_CASE(refusals_are_counted_or_retried) {
   check_consistent(retried.result);
 }
 
+BOOST_AUTO_TEST_CASE(against_the_cpu_executor_on_smollm2_the_json_adds_up) {
+  server srv("cpu");
+  const bench_run r = run_bench(srv, "--workload random --input-len 16 --output-len 8 --num-prompts 8 --max-concurrency 4 --vocab-size 49152");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  const json& j = r.result;
+  BOOST_TEST(j["completed"] == 8);
+  BOOST_TEST(j["failed"] == 0);
+  BOOST_TEST(j["total_input_tokens"] == 8 * 16);
+  BOOST_TEST(j["total_output_tokens"] == 8 * 8);
+  BOOST_TEST(j["num_gaps"] == 0);
+  // A real model takes real time: every request's TTFT covers at least one forward pass.
+  BOOST_TEST(j["mean_ttft_ms"].get<double>() > 1.0);
+  BOOST_TEST(j["mean_tpot_ms"].get<double>() > 0.5);
+  check_consistent(j);
+}
+
 BOOST_AUTO_TEST_CASE(bad_flags_exit_2_and_a_missing_server_exits_1) {
   server srv("null");
   for (const std::string bad : {"--workload nope", "--request-rate 0", "--goodput itl:5", "--workload file", "--input-dist zipf"}) {
