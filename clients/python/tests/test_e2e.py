@@ -221,7 +221,7 @@ def test_conveyor_pipe_end_to_end(live_server, goldens):
         [PACKAGE_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     proc = subprocess.run([sys.executable, "-m", "conveyor_client.pipe", "--router", live_server.router,
                            "--pub", live_server.pub, "--max-in-flight", "8", "--quiet"],
-                          input=stdin.encode(), capture_output=True, timeout=60, env=env)
+                          input=stdin.encode(), capture_output=True, timeout=600, env=env)  # a hang guard: sanitizer builds are slow
     assert proc.returncode == 0, proc.stderr.decode()
     lines = proc.stdout.decode("utf-8").splitlines()
     assert len(lines) == 20, lines
