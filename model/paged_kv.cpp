@@ -1,10 +1,133 @@
 #include "model/paged_kv.hpp"
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "model/dequant.hpp"
 
 namespace conveyor::model {
+namespace {
+
+constexpr int32_t max_heads = 16;       // query heads one attend call handles at once
+constexpr int32_t max_q_floats = 4096;  // its fp16-rounded queries live on the stack
+
+// Dots of q with four K rows, scaled. Each row: two 8-lane FMA partial sums over 16-float steps
+// (one more 8-float step if left), summed, reduced across lanes by the same hadd tree, then the
+// scalar tail. The result of a row depends only on q and that row.
+void dot4(const float* q, const float* const k[4], int32_t n, float scale, float* s) {
+  __m256 a[4], b[4];
+  for (int r = 0; r < 4; ++r) a[r] = b[r] = _mm256_setzero_ps();
+  int32_t d = 0;
+  for (; d + 16 <= n; d += 16) {
+    const __m256 qa = _mm256_loadu_ps(q + d), qb = _mm256_loadu_ps(q + d + 8);
+    for (int r = 0; r < 4; ++r) {
+      a[r] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(k[r] + d), a[r]);
+      b[r] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(k[r] + d + 8), b[r]);
+    }
+  }
+  if (d + 8 <= n) {
+    const __m256 qa = _mm256_loadu_ps(q + d);
+    for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(k[r] + d), a[r]);
+    d += 8;
+  }
+  for (int r = 0; r < 4; ++r) a[r] = _mm256_add_ps(a[r], b[r]);
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  for (int r = 0; r < 4; ++r) {
+    for (int32_t e = d; e < n; ++e) s[r] = std::fma(q[e], k[r][e], s[r]);
+    s[r] *= scale;
+  }
+}
+
+// e^x for x <= 0 (Cephes expf: range reduction by ln 2, degree-5 polynomial), about 1 ulp;
+// 0 below -87.3, where e^x is subnormal.
+__m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+// s[j] = softmax(s)[j], rounded through fp16 if asked. The sum is in double.
+void softmax(float* s, int32_t n, bool fp16_out) {
+  const int32_t nv = n / 8 * 8;
+  float tail[8];
+  const auto load_tail = [&](float pad) {
+    for (int32_t j = 0; j < 8; ++j) tail[j] = nv + j < n ? s[nv + j] : pad;
+  };
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  for (int32_t j = 0; j < nv; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + j));
+  load_tail(-INFINITY);
+  mv = _mm256_max_ps(mv, _mm256_loadu_ps(tail));
+  mv = _mm256_max_ps(mv, _mm256_permute2f128_ps(mv, mv, 1));
+  mv = _mm256_max_ps(mv, _mm256_shuffle_ps(mv, mv, 0x4E));
+  mv = _mm256_max_ps(mv, _mm256_shuffle_ps(mv, mv, 0xB1));
+  __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
+  const auto exp_block = [&](float* p) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p), mv));
+    _mm256_storeu_ps(p, e);
+    sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  };
+  for (int32_t j = 0; j < nv; j += 8) exp_block(s + j);
+  load_tail(-INFINITY);  // pads become 0
+  exp_block(tail);
+  double parts[4];
+  _mm256_storeu_pd(parts, _mm256_add_pd(sum0, sum1));
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / ((parts[0] + parts[1]) + (parts[2] + parts[3]))));
+  const auto scale_block = [&](float* p) {
+    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p), inv);
+    if (fp16_out) x = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_ps(p, x);
+  };
+  for (int32_t j = 0; j < nv; j += 8) scale_block(s + j);
+  scale_block(tail);
+  for (int32_t j = nv; j < n; ++j) s[j] = tail[j - nv];
+}
+
+// out += sum over the block's rows r of p[r] * v_r, each element summed in row order.
+void accumulate_pv(const float* p, const float* vb, int64_t stride, int32_t len, float* out, int32_t n) {
+  int32_t d = 0;
+  for (; d + 32 <= n; d += 32) {
+    __m256 a0 = _mm256_loadu_ps(out + d), a1 = _mm256_loadu_ps(out + d + 8);
+    __m256 a2 = _mm256_loadu_ps(out + d + 16), a3 = _mm256_loadu_ps(out + d + 24);
+    for (int32_t r = 0; r < len; ++r) {
+      const __m256 pr = _mm256_set1_ps(p[r]);
+      const float* v = vb + r * stride + d;
+      a0 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v), a0);
+      a1 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 8), a1);
+      a2 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 16), a2);
+      a3 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 24), a3);
+    }
+    _mm256_storeu_ps(out + d, a0);
+    _mm256_storeu_ps(out + d + 8, a1);
+    _mm256_storeu_ps(out + d + 16, a2);
+    _mm256_storeu_ps(out + d + 24, a3);
+  }
+  for (; d + 8 <= n; d += 8) {
+    __m256 a = _mm256_loadu_ps(out + d);
+    for (int32_t r = 0; r < len; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(vb + r * stride + d), a);
+    _mm256_storeu_ps(out + d, a);
+  }
+  for (; d < n; ++d)
+    for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], vb[r * stride + d], out[d]);
+}
+
+} // namespace
 
 paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim)
     : num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
@@ -18,34 +141,44 @@ int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_hea
   return 2 * int64_t{n_layer} * block_size * n_head_kv * head_dim * static_cast<int64_t>(sizeof(float));
 }
 
-void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, const float* q, float scale,
-                      float* out, float* scores, bool fp16_inputs) const {
-  const int32_t hd = head_dim_;
-  float qr[512];
-  if (fp16_inputs && hd <= 512) {
-    for (int32_t d = 0; d < hd; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
+void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
+                      float scale, float* out, float* scores, bool fp16_inputs) const {
+  const int32_t hd = head_dim_, n = pos + 1, bs = block_size_;
+  const int32_t chunk = std::max(1, std::min(max_heads, max_q_floats / hd));
+  if (n_q > chunk) {  // a head's result does not depend on n_q, so split
+    for (int32_t i = 0; i < n_q; i += chunk)
+      attend(layer, table, pos, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, scale, out + int64_t{i} * hd,
+             scores, fp16_inputs);
+    return;
+  }
+  float qr[max_q_floats];
+  if (fp16_inputs && n_q * hd <= max_q_floats) {
+    for (int32_t d = 0; d < n_q * hd; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
     q = qr;
   }
-  float mx = -INFINITY;
-  for (int32_t j = 0; j <= pos; ++j) {
-    const float* kj = k(layer, table[j / block_size_], j % block_size_) + int64_t{kv_head} * hd;
-    float s = 0.0f;
-    for (int32_t d = 0; d < hd; ++d) s += q[d] * kj[d];
-    s *= scale;
-    scores[j] = s;
-    mx = s > mx ? s : mx;
+  const int64_t kv_off = int64_t{kv_head} * hd;
+  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every head.
+  for (int32_t j0 = 0; j0 < n; j0 += bs) {
+    const float* kb = k(layer, table[j0 / bs], 0) + kv_off;
+    const int32_t len = std::min(bs, n - j0);
+    for (int32_t i = 0; i < n_q; ++i) {
+      float* s = scores + int64_t{i} * n + j0;
+      for (int32_t r = 0; r < len; r += 4) {
+        const float* rows[4];
+        for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(r + u, len - 1) * row_;  // pad: repeat the last row
+        float s4[4];
+        dot4(q + int64_t{i} * hd, rows, hd, scale, s4);
+        std::copy_n(s4, std::min(4, len - r), s + r);
+      }
+    }
   }
-  double sum = 0.0;
-  for (int32_t j = 0; j <= pos; ++j) {
-    scores[j] = std::exp(scores[j] - mx);
-    sum += scores[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int32_t d = 0; d < hd; ++d) out[d] = 0.0f;
-  for (int32_t j = 0; j <= pos; ++j) {
-    const float* vj = v(layer, table[j / block_size_], j % block_size_) + int64_t{kv_head} * hd;
-    const float p = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(scores[j] * inv)) : scores[j] * inv;
-    for (int32_t d = 0; d < hd; ++d) out[d] += p * vj[d];
+  for (int32_t i = 0; i < n_q; ++i) softmax(scores + int64_t{i} * n, n, fp16_inputs);
+  // out = P · V, block by block, likewise.
+  std::fill(out, out + int64_t{n_q} * hd, 0.0f);
+  for (int32_t j0 = 0; j0 < n; j0 += bs) {
+    const float* vb = v(layer, table[j0 / bs], 0) + kv_off;
+    const int32_t len = std::min(bs, n - j0);
+    for (int32_t i = 0; i < n_q; ++i) accumulate_pv(scores + int64_t{i} * n + j0, vb, row_, len, out + int64_t{i} * hd, hd);
   }
 }
 

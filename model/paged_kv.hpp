@@ -27,12 +27,13 @@ public:
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
 
-  /// Causal attention of one query head `q` (head_dim floats, kv head `kv_head`) at position `pos`
-  /// over positions 0..pos of the sequence with `table`. Writes head_dim floats to `out`.
-  /// `scores` must hold pos+1 floats. fp16_inputs: round the query and the probabilities to fp16
-  /// before their products (llama.cpp's F16 KV matmuls).
-  void attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, const float* q, float scale,
-              float* out, float* scores, bool fp16_inputs) const;
+  /// Causal attention of `n_q` query heads that share kv head `kv_head` (GQA) at position `pos`
+  /// over positions 0..pos of the sequence with `table`; each K and V row is read once for all
+  /// of them. q and out: n_q * head_dim floats, head i at i * head_dim. `scores` must hold
+  /// n_q * (pos+1) floats. fp16_inputs: round the query and the probabilities to fp16 before
+  /// their products (llama.cpp's F16 KV matmuls). A head's result does not depend on n_q.
+  void attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
+              float scale, float* out, float* scores, bool fp16_inputs) const;
 
 private:
   int64_t offset(int32_t layer, block_id b, int32_t slot) const {
