@@ -149,14 +149,17 @@ void cpu_executor::attention_block(int32_t l) {
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.resize(static_cast<size_t>(T) * nq);
-  const size_t per_thread = static_cast<size_t>(group) * (max_pos + 1);
+  // A work item is a token's query heads of one kv head, which share every K and V row read;
+  // with few tokens, one query head each, so that both threads have work (same results).
+  const int32_t heads = int64_t{T} * cfg_.n_head_kv >= 4 * int64_t{pool_.size()} ? group : 1;
+  const int32_t items = cfg_.n_head / heads;
+  const size_t per_thread = static_cast<size_t>(heads) * (max_pos + 1);
   scores_.resize(static_cast<size_t>(pool_.size()) * per_thread);
-  // One work item per (token, kv head): its `group` query heads share every K and V row read.
-  pool_.parallel_for(int64_t{T} * cfg_.n_head_kv, [&](int64_t tg, int32_t thread) {
-    const int32_t t = static_cast<int32_t>(tg / cfg_.n_head_kv), g = static_cast<int32_t>(tg % cfg_.n_head_kv);
+  pool_.parallel_for(int64_t{T} * items, [&](int64_t ti, int32_t thread) {
+    const int32_t t = static_cast<int32_t>(ti / items), h = static_cast<int32_t>(ti % items) * heads;
     float* sc = &scores_[static_cast<size_t>(thread) * per_thread];
-    kv_->attend(l, table_[t], pos_[t], g, group, &qkv_[static_cast<size_t>(t) * width + g * group * hd], scale,
-                &attn_[static_cast<size_t>(t) * nq + g * group * hd], sc, match_llama_cpp_);
+    kv_->attend(l, table_[t], pos_[t], h / group, heads, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
+                &attn_[static_cast<size_t>(t) * nq + h * hd], sc, match_llama_cpp_);
   });
   project(attn_.data(), L.wo.data(), L.q_wo, x_.data(), T, d, nq, true);  // x += attn · Wo^T
 }

@@ -34,7 +34,12 @@ void dot4(const float* q, const float* const k[4], int32_t n, float scale, float
   }
   for (int r = 0; r < 4; ++r) a[r] = _mm256_add_ps(a[r], b[r]);
   const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  if (d == n) {
+    _mm_storeu_ps(s, _mm_mul_ps(sum, _mm_set1_ps(scale)));
+    return;
+  }
+  _mm_storeu_ps(s, sum);
   for (int r = 0; r < 4; ++r) {
     for (int32_t e = d; e < n; ++e) s[r] = std::fma(q[e], k[r][e], s[r]);
     s[r] *= scale;
@@ -99,30 +104,25 @@ void softmax(float* s, int32_t n, bool fp16_out) {
   for (int32_t j = nv; j < n; ++j) s[j] = tail[j - nv];
 }
 
+// out[0..W*8) += sum over rows r of p[r] * v_r, in W registers: W independent FMA chains.
+template <int W>
+void accumulate_pv_chunk(const float* p, const float* vb, int64_t stride, int32_t len, float* out) {
+  __m256 a[W];
+  for (int w = 0; w < W; ++w) a[w] = _mm256_loadu_ps(out + 8 * w);
+  for (int32_t r = 0; r < len; ++r) {
+    const __m256 pr = _mm256_set1_ps(p[r]);
+    const float* v = vb + r * stride;
+    for (int w = 0; w < W; ++w) a[w] = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 8 * w), a[w]);
+  }
+  for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, a[w]);
+}
+
 // out += sum over the block's rows r of p[r] * v_r, each element summed in row order.
 void accumulate_pv(const float* p, const float* vb, int64_t stride, int32_t len, float* out, int32_t n) {
   int32_t d = 0;
-  for (; d + 32 <= n; d += 32) {
-    __m256 a0 = _mm256_loadu_ps(out + d), a1 = _mm256_loadu_ps(out + d + 8);
-    __m256 a2 = _mm256_loadu_ps(out + d + 16), a3 = _mm256_loadu_ps(out + d + 24);
-    for (int32_t r = 0; r < len; ++r) {
-      const __m256 pr = _mm256_set1_ps(p[r]);
-      const float* v = vb + r * stride + d;
-      a0 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v), a0);
-      a1 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 8), a1);
-      a2 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 16), a2);
-      a3 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 24), a3);
-    }
-    _mm256_storeu_ps(out + d, a0);
-    _mm256_storeu_ps(out + d + 8, a1);
-    _mm256_storeu_ps(out + d + 16, a2);
-    _mm256_storeu_ps(out + d + 24, a3);
-  }
-  for (; d + 8 <= n; d += 8) {
-    __m256 a = _mm256_loadu_ps(out + d);
-    for (int32_t r = 0; r < len; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(vb + r * stride + d), a);
-    _mm256_storeu_ps(out + d, a);
-  }
+  for (; d + 64 <= n; d += 64) accumulate_pv_chunk<8>(p, vb + d, stride, len, out + d);
+  for (; d + 32 <= n; d += 32) accumulate_pv_chunk<4>(p, vb + d, stride, len, out + d);
+  for (; d + 8 <= n; d += 8) accumulate_pv_chunk<1>(p, vb + d, stride, len, out + d);
   for (; d < n; ++d)
     for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], vb[r * stride + d], out[d]);
 }
@@ -166,9 +166,13 @@ void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t
       for (int32_t r = 0; r < len; r += 4) {
         const float* rows[4];
         for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(r + u, len - 1) * row_;  // pad: repeat the last row
-        float s4[4];
-        dot4(q + int64_t{i} * hd, rows, hd, scale, s4);
-        std::copy_n(s4, std::min(4, len - r), s + r);
+        if (r + 4 <= len) {
+          dot4(q + int64_t{i} * hd, rows, hd, scale, s + r);
+        } else {
+          float s4[4];
+          dot4(q + int64_t{i} * hd, rows, hd, scale, s4);
+          std::copy_n(s4, len - r, s + r);
+        }
       }
     }
   }
