@@ -182,7 +182,8 @@ void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t
   for (int32_t j0 = 0; j0 < n; j0 += bs) {
     const float* vb = v(layer, table[j0 / bs], 0) + kv_off;
     const int32_t len = std::min(bs, n - j0);
-    for (int32_t i = 0; i < n_q; ++i) accumulate_pv(scores + int64_t{i} * n + j0, vb, row_, len, out + int64_t{i} * hd, hd);
+    for (int32_t i = 0; i < n_q; ++i)
+      accumulate_pv(scores + int64_t{i} * n + j0, vb, row_, len, out + int64_t{i} * hd, hd);
   }
 }
 

@@ -1,5 +1,5 @@
 // The CPU KV cache: a pool of fixed-size blocks shared by all sequences, addressed through
-// each sequence's block table, and attention of one query head over it.
+// each sequence's block table, and attention of a KV head's query heads over it.
 //
 //   k, v: (n_layer, num_blocks, block_size, n_head_kv, head_dim) f32, values fp16-rounded
 //   position p of a sequence -> block table[p / block_size], slot p % block_size
