@@ -183,10 +183,10 @@ void register_sim(CLI::App& app, int& exit_code) {
                   "Step cost parameters: cpu (fitted to the CPU executor) | h100-llama8b (roofline estimate); "
                   "see docs/benchmarks.md")
       ->capture_default_str();
-  cmd->add_option("--cost-fixed-ms", o->cost_fixed_ms, "Cost model override: ms per step (cpu: 8.6)");
-  cmd->add_option("--cost-per-token-ms", o->cost_per_token_ms, "Cost model override: ms per computed token (cpu: 2.55)");
+  cmd->add_option("--cost-fixed-ms", o->cost_fixed_ms, "Cost model override: ms per step (cpu: 10.9)");
+  cmd->add_option("--cost-per-token-ms", o->cost_per_token_ms, "Cost model override: ms per computed token (cpu: 1.76)");
   cmd->add_option("--cost-per-context-token-us", o->cost_per_context_token_us,
-                  "Cost model override: us per attended context token (cpu: 6.2)");
+                  "Cost model override: us per attended context token (cpu: 1.87)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
   cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }

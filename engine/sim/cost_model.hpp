@@ -16,16 +16,17 @@
 namespace conveyor::sim {
 
 struct cost_model {
-  // Fitted (least squares on relative error) to `conveyor step-bench` on the CPU executor with
-  // SmolLM2-135M Q4_1, quiet 2-core VM, commit 4acc995: decode at batch 1/8/32/128 (context
-  // 128), batch 8 at context 1024, one 512-token prefill. RMS error 20%, worst +34% (prefill);
-  // docs/benchmarks.md, "Simulation", has the table and the commands. Refit here.
+  // Fitted (least squares on relative error, tools/fit_cost_model.py) to `conveyor step-bench` on
+  // the CPU executor with SmolLM2-135M Q4_1, 2-core VM, commit 2065088 (AVX2 attention): decode
+  // at batch 1/8/32/128 (context 128), batch 8 at context 1024, one 512-token prefill; the mean
+  // of two runs (10.0/1.74/2.23 and 11.8/1.78/1.52), RMS error 18-20%. docs/benchmarks.md,
+  // "Simulation", has the table. Refit with the script after executor changes.
   /// Cost of a step regardless of its size. Unit: ms. >= 0.
-  double fixed_ms = 8.6;
+  double fixed_ms = 10.9;
   /// Cost of each token computed in the step. Unit: ms. >= 0.
-  double per_token_ms = 2.55;
+  double per_token_ms = 1.76;
   /// Cost of each (computed token, context token) pair of attention. Unit: microseconds. >= 0.
-  double per_context_token_us = 6.2;
+  double per_context_token_us = 1.87;
 
   /// The simulated duration of `plan`, in seconds.
   double step_s(const step_plan& plan) const;
