@@ -15,11 +15,11 @@ const std::vector<double> metric_buckets::request_latency = {0.3,  0.5,  0.8,  1
 
 histogram_data::histogram_data(std::vector<double> upper_bounds) : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
 
-void histogram_data::observe(double v) {
+void histogram_data::observe(double v, uint64_t n) {
   const auto it = std::lower_bound(bounds.begin(), bounds.end(), v);  // first bound >= v
-  ++counts[static_cast<size_t>(it - bounds.begin())];
-  ++count;
-  sum += v;
+  counts[static_cast<size_t>(it - bounds.begin())] += n;
+  count += n;
+  sum += v * static_cast<double>(n);
 }
 
 std::vector<named_histogram> metrics_snapshot::histograms() const {
@@ -61,7 +61,7 @@ void metrics::observe_itl(double gap_s, int64_t tokens) {
   if (tokens <= 0) return;
   const double each = gap_s / static_cast<double>(tokens);
   std::lock_guard lock(mu_);
-  for (int64_t i = 0; i < tokens; ++i) data_.itl.observe(each);
+  data_.itl.observe(each, static_cast<uint64_t>(tokens));
 }
 
 metrics_snapshot metrics::snapshot() const {

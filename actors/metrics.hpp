@@ -32,8 +32,8 @@ struct histogram_data {
   double sum = 0.0;
 
   explicit histogram_data(std::vector<double> upper_bounds = {});
-  /// Adds `v` to the first bucket whose bound is >= v (Prometheus' `le`).
-  void observe(double v);
+  /// Adds `n` observations of `v` to the first bucket whose bound is >= v (Prometheus' `le`).
+  void observe(double v, uint64_t n = 1);
 };
 
 /// One finished request's latencies in seconds, from the timestamps of its done event.

@@ -23,8 +23,6 @@ struct publisher_state {
   std::unordered_map<std::string, job_log> logs;
   std::deque<std::pair<double, std::string>> completed;  // (completion time, job id), oldest first
   uint64_t heartbeat_seq = 0;
-  int64_t last_generation_tokens = 0;
-  double last_heartbeat_s = 0.0;
 };
 
 using self_ptr = publisher_actor::stateful_pointer<publisher_state>;
@@ -41,7 +39,6 @@ void heartbeat(self_ptr self) {
   self->request(self->state.sched, std::chrono::seconds(1), stats_atom::value)
       .then([self](const runtime_stats& s) {
         auto& st = self->state;
-        const double now = now_s(), dt = now - st.last_heartbeat_s;
         schemas::heartbeat_event hb;
         hb.seq = st.heartbeat_seq++;
         hb.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -49,9 +46,7 @@ void heartbeat(self_ptr self) {
         hb.running = s.running;
         hb.waiting = s.waiting;
         hb.kv_usage = s.kv_usage;
-        hb.tokens_per_s = dt > 0 ? static_cast<double>(s.generation_tokens - st.last_generation_tokens) / dt : 0.0;
-        st.last_generation_tokens = s.generation_tokens;
-        st.last_heartbeat_s = now;
+        hb.tokens_per_s = s.tokens_per_s;
         const auto bytes = schemas::encode(hb);
         st.pub->send(schemas::heartbeat_topic, {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
       },
