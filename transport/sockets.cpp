@@ -11,16 +11,20 @@ void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_vi
   }
 }
 
-zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what) {
+zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
+                          const curve_server_config& curve) {
   zmq::socket_t s(ctx, type);
   s.set(zmq::sockopt::linger, 0);
+  apply_curve_server(s, curve);
   bind_or_throw(s, endpoint, what);
   return s;
 }
 
 std::string bound_endpoint(zmq::socket_t& s) { return s.get(zmq::sockopt::last_endpoint); }
 
-pub_socket::pub_socket(zmq::context_t& ctx, const std::string& endpoint) : sock_(ctx, zmq::socket_type::pub) {
+pub_socket::pub_socket(zmq::context_t& ctx, const std::string& endpoint, const curve_server_config& curve)
+    : sock_(ctx, zmq::socket_type::pub) {
+  apply_curve_server(sock_, curve);
   // Before bind: ZeroMQ copies the high-water mark into each connection when it is made, so a
   // limit set later leaves subscribers at the default 1000 messages (and events get dropped).
   sock_.set(zmq::sockopt::sndhwm, 1 << 20);

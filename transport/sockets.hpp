@@ -8,6 +8,8 @@
 
 #include <zmq.hpp>
 
+#include "transport/curve.hpp"
+
 namespace conveyor::transport {
 
 /// A socket could not be bound. what() names the endpoint, the reason and the fix.
@@ -16,8 +18,10 @@ struct bind_error : std::runtime_error {
 };
 
 /// Creates a socket of `type`, sets linger 0 and binds it to `endpoint` ("tcp://127.0.0.1:*"
-/// picks a free port). `what` names its role in errors ("--router").
-zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what);
+/// picks a free port). `what` names its role in errors ("--router"). With `curve` enabled the
+/// socket is a CURVE server (apply_curve_server) before it binds.
+zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
+                          const curve_server_config& curve = {});
 /// Binds an already configured socket (options such as the high-water marks must be set before
 /// bind: ZeroMQ copies them into each connection). Throws bind_error.
 void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_view what);
@@ -29,7 +33,7 @@ std::string bound_endpoint(zmq::socket_t& s);
 /// that falls behind the high-water mark loses messages and repairs them with `fetch`.
 class pub_socket {
 public:
-  pub_socket(zmq::context_t& ctx, const std::string& endpoint);
+  pub_socket(zmq::context_t& ctx, const std::string& endpoint, const curve_server_config& curve = {});
   void send(std::string_view topic, std::string_view body);
   std::string endpoint() { return bound_endpoint(sock_); }
 
