@@ -78,16 +78,19 @@ bool valid_utf8(std::string_view s) {
 }
 
 field_map::field_map(const msgpack::object& obj, std::string where) : where_(std::move(where)) {
-  if (obj.type != msgpack::type::MAP) {
-    std::string field = where_.empty() ? "" : where_.substr(0, where_.size() - 1);
-    refuse(field, (where_.empty() ? std::string("the message") : field) + " must be a map, got " +
-                      type_name(obj));
-  }
+  // The map's own name for errors: "" at the top level, "messages[2]" for a nested map.
+  const std::string self = where_.empty() ? "" : where_.substr(0, where_.size() - 1);
+  if (obj.type != msgpack::type::MAP)
+    refuse(self, (where_.empty() ? std::string("the message") : self) + " must be a map, got " +
+                     type_name(obj));
   map_ = &obj.via.map;
   for (uint32_t i = 0; i < map_->size; ++i) {
     const msgpack::object& key = map_->ptr[i].key;
     if (key.type != msgpack::type::STR)
-      refuse(where_, "map keys must be strings, got " + std::string(type_name(key)));
+      refuse(self, "map keys must be strings, got " + std::string(type_name(key)));
+    // Checked before a key is ever echoed (the repeated-key error names it): a reply with invalid
+    // UTF-8 cannot be read by clients that decode strings (Python's msgpack, raw=False).
+    if (!valid_utf8(str_of(key))) refuse(self, "map keys must be valid UTF-8");
     for (uint32_t j = 0; j < i; ++j)
       if (str_of(map_->ptr[j].key) == str_of(key))
         refuse(name(str_of(key)), "key " + name(str_of(key)) + " appears twice");

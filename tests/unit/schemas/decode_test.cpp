@@ -6,6 +6,7 @@
 
 #include <msgpack.hpp>
 
+#include "schemas/decode_fields.hpp"
 #include "schemas/requests.hpp"
 #include "vectors.hpp"
 
@@ -110,6 +111,34 @@ BOOST_AUTO_TEST_CASE(submit_converts_to_engine_parameters) {
 
   auto minimal = decode_request(test::vector_bytes("requests", "submit_minimal"));
   BOOST_TEST(std::get<submit_request>(minimal).to_sampling_params(99).seed == 99u);
+}
+
+// Found by tests/fuzz/fuzz_decode: a repeated key that is not UTF-8 was echoed into the error
+// reply ("key \xff appears twice"), which Python's msgpack (raw=False) cannot even decode.
+BOOST_AUTO_TEST_CASE(keys_that_are_not_utf8_are_refused_without_echoing_them) {
+  auto utf8_error = [](std::vector<uint8_t> frame) {
+    decode_error e = error_of(decode_request(frame));
+    BOOST_TEST(conveyor::schemas::detail::valid_utf8(e.message));
+    BOOST_TEST(conveyor::schemas::detail::valid_utf8(e.field));
+    return e;
+  };
+  // {"\xff":1, "\xff":1, "op":"stats"}
+  decode_error top = utf8_error({0x83, 0xa1, 0xff, 0x01, 0xa1, 0xff, 0x01, 0xa2, 'o', 'p',
+                                 0xa5, 's', 't', 'a', 't', 's'});
+  BOOST_TEST(top.field == "");
+  BOOST_TEST(top.message == "map keys must be valid UTF-8");
+  // {"op":"submit","id":"job-1","messages":[{"\xc0\x80":"x"}]}: an overlong NUL as a key.
+  std::vector<uint8_t> nested = {0x83, 0xa2, 'o', 'p', 0xa6, 's', 'u', 'b', 'm', 'i', 't',
+                                 0xa2, 'i', 'd', 0xa5, 'j', 'o', 'b', '-', '1',
+                                 0xa8, 'm', 'e', 's', 's', 'a', 'g', 'e', 's', 0x91, 0x81,
+                                 0xa2, 0xc0, 0x80, 0xa1, 'x'};
+  decode_error inner = utf8_error(nested);
+  BOOST_TEST(inner.field == "messages[0]");
+  BOOST_TEST(inner.id == "job-1");
+  // The same with an integer key: the field names the map, without a trailing '.'.
+  nested.erase(nested.end() - 5, nested.end() - 2);
+  nested.insert(nested.end() - 2, 0x01);
+  BOOST_TEST(utf8_error(nested).field == "messages[0]");
 }
 
 BOOST_AUTO_TEST_CASE(mutated_frames_never_crash_and_valid_results_are_consistent) {
