@@ -17,6 +17,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "engine/config.hpp"
 #include "engine/executor.hpp"
+#include "transport/curve.hpp"
 #include "transport/metrics_http.hpp"
 
 namespace conveyor::actors {
@@ -39,6 +40,9 @@ struct runtime_options {
   /// The iteration trace (JSON Lines, one line per step); empty: off. An unwritable path makes
   /// the constructor throw trace_error.
   std::string trace_path;
+  /// CURVE on the ROUTER, PULL and PUB sockets with a ZAP allow-list; off when its secret_key is
+  /// empty (the default: plain TCP).
+  transport::curve_server_config curve;
 };
 
 class runtime {

@@ -18,6 +18,7 @@
 #include "model/model_path.hpp"
 #include "tools/commands.hpp"
 #include "tools/serve_options.hpp"
+#include "transport/curve.hpp"
 
 namespace conveyor::tools {
 namespace {
@@ -45,6 +46,8 @@ int run_serve(const serve_options& o) {
     spdlog::error("conveyor serve: {}", err);
     return 2;
   }
+  // Bad key files fail here, before the model loads (runtime() reads them again for good).
+  if (!o.curve_secret_key.empty()) (void)transport::load_curve_server_config(o.curve_secret_key, o.authorized_keys);
   auto file = model::gguf_file::open(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
@@ -91,6 +94,15 @@ int run_serve(const serve_options& o) {
                model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
                to_string(ro.sched.batching), rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
+  if (ro.curve.enabled()) {
+    spdlog::info("conveyor serve: CURVE on (ROUTER, PULL, PUB); server public key {}; {} authorized client keys",
+                 ro.curve.public_key, ro.curve.authorized.size());
+  } else {
+    for (const auto& ep : {rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint()})
+      if (!transport::is_loopback_endpoint(ep))
+        spdlog::warn("conveyor serve: {} accepts other hosts without CURVE (anyone can submit and read every stream); "
+                     "pass --curve-secret-key and --authorized-keys (keys from `conveyor keygen`)", ep);
+  }
   std::thread signals([&] {
     unsigned char sig = 0;
     if (::read(g_signal_pipe[0], &sig, 1) == 1 && sig != 0)
@@ -133,6 +145,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const actors::trace_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const transport::curve_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const std::exception& e) {

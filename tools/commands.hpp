@@ -16,5 +16,6 @@ void register_serve(CLI::App& app, int& exit_code);
 void register_gpu_bench(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 void register_trace(CLI::App& app, int& exit_code);
+void register_keygen(CLI::App& app, int& exit_code);
 
 } // namespace conveyor::tools

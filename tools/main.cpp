@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   conveyor::tools::register_gpu_bench(app, exit_code);
   conveyor::tools::register_bench(app, exit_code);
   conveyor::tools::register_trace(app, exit_code);
+  conveyor::tools::register_keygen(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

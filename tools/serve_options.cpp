@@ -37,6 +37,10 @@ void serve_options::add_flags(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--metrics-host,--metrics_host", metrics_host, "Address the /metrics endpoint listens on")->capture_default_str();
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
+  cmd.add_option("--curve-secret-key,--curve_secret_key", curve_secret_key,
+                 "CURVE: the server's NAME.key from `conveyor keygen` (encrypts ROUTER, PULL, PUB; needs --authorized-keys)");
+  cmd.add_option("--authorized-keys,--authorized_keys", authorized_keys,
+                 "CURVE: file of client public keys (NAME.pub lines) allowed to connect (needs --curve-secret-key)");
 }
 
 std::string serve_options::apply_config(CLI::App& cmd) {
@@ -83,6 +87,8 @@ std::string serve_options::validate() const {
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
+  if (curve_secret_key.empty() != authorized_keys.empty())
+    return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
   return {};
 }
 
@@ -107,6 +113,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.metrics_port = metrics_port;
   r.metrics_host = metrics_host;
   r.trace_path = trace;
+  if (!curve_secret_key.empty()) r.curve = transport::load_curve_server_config(curve_secret_key, authorized_keys);
   return r;
 }
 

@@ -38,6 +38,8 @@ struct serve_options {
   int32_t metrics_port = -1;                ///< Prometheus /metrics: -1 off, 0 any free port
   std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
+  std::string curve_secret_key;  ///< the server's NAME.key from `conveyor keygen`; empty: CURVE off
+  std::string authorized_keys;   ///< client public keys allowed to connect, one per line
   std::string config_path;
 
   /// Applies the TOML file named by --config to every setting not given on the command line
@@ -48,7 +50,8 @@ struct serve_options {
   void add_flags(CLI::App& cmd);
   /// "" when the settings are usable, else what is wrong and how to fix it.
   std::string validate() const;
-  /// The runtime's options, with max_model_len resolved against the executor.
+  /// The runtime's options, with max_model_len resolved against the executor. Reads the CURVE
+  /// key files when given (throws transport::curve_error).
   actors::runtime_options runtime(const executor_info& info, const std::string& model_path) const;
 };
 

@@ -92,14 +92,14 @@ std::vector<std::string> load_authorized(const std::string& file) {
   for (const auto& l : read_lines(file, fix)) {
     ++n;
     if (l.empty()) continue;
-    if (!field(l, "secret-key").empty() || !field(l, "public-key").empty())
-      throw curve_error(file + " is a secret key file (.key), not an authorized-keys file; " + fix);
     std::string key = l.substr(0, l.find_first_of(" \t"));
-    if (is_z85_key(key)) {
+    if (is_z85_key(key)) {  // first: a key may start with '#' or contain '='
       keys.push_back(key);
       continue;
     }
-    if (l[0] == '#') continue;  // a comment (a key may itself start with '#': checked first)
+    if (!field(l, "secret-key").empty() || !field(l, "public-key").empty())
+      throw curve_error(file + " is a secret key file (.key), not an authorized-keys file; " + fix);
+    if (l[0] == '#') continue;  // a comment
     throw curve_error(file + ":" + std::to_string(n) + ": not a 40-character Z85 public key; " + fix);
   }
   if (keys.empty()) throw curve_error(file + " contains no keys, so no client could connect; " + fix);
