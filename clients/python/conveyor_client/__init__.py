@@ -9,11 +9,13 @@ The protocol is specified in schemas/protocol.md of the conveyor repository.
 """
 from .aio import AsyncClient
 from .client import Client
+from .curve import load_curve_keys
 from .protocol import (DEFAULT_PUB, DEFAULT_PULL, DEFAULT_ROUTER, ERROR_CODES, PROTOCOL_VERSION,
                        ConveyorError, ConveyorTimeout, build_submit, topic_for, valid_id)
 from .sequencer import JobSequencer
 
 __all__ = ["Client", "AsyncClient", "ConveyorError", "ConveyorTimeout", "JobSequencer",
-           "build_submit", "topic_for", "valid_id", "PROTOCOL_VERSION", "ERROR_CODES",
+           "build_submit", "load_curve_keys", "topic_for", "valid_id", "PROTOCOL_VERSION",
+           "ERROR_CODES",
            "DEFAULT_ROUTER", "DEFAULT_PUB", "DEFAULT_PULL"]
 __version__ = "0.1.0"

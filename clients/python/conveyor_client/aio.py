@@ -10,6 +10,7 @@ import zmq.asyncio
 
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
                        check_reply, pack, raise_for_event, topic_for, unpack)
+from .curve import apply_curve, check_curve
 from .sequencer import TrackedJob
 
 
@@ -24,7 +25,9 @@ class AsyncClient:
 
     def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
                  request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
-                 fetch_batch=1024):
+                 fetch_batch=1024, curve_server_key=None, curve_public_key=None,
+                 curve_secret_key=None):
+        self._curve = check_curve(curve_server_key, curve_public_key, curve_secret_key)
         self._ctx = context or zmq.asyncio.Context.instance()
         self._router = router
         self._request_timeout = request_timeout
@@ -41,6 +44,7 @@ class AsyncClient:
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.RCVHWM, 100000)
+        apply_curve(self._sub, self._curve)
         self._sub.connect(pub)
 
     async def aclose(self):
@@ -67,6 +71,7 @@ class AsyncClient:
             self._dealer.close(0)
         self._dealer = self._ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.LINGER, 0)
+        apply_curve(self._dealer, self._curve)
         self._dealer.connect(self._router)
 
     async def _request(self, msg):

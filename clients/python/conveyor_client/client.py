@@ -9,6 +9,7 @@ import zmq
 
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
                        check_reply, pack, raise_for_event, topic_for, unpack)
+from .curve import apply_curve, check_curve
 from .sequencer import TrackedJob
 
 
@@ -27,11 +28,15 @@ class Client:
         have been its last one).
     first_event_s: a job with no event at all this long after submit is fetched once (its
         first events may have beaten the new subscription to the server; see TrackedJob).
+    curve_server_key, curve_public_key, curve_secret_key: Z85 keys for a server running CURVE
+        (all three or none; load_curve_keys reads them from `conveyor keygen` files).
     """
 
     def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
                  request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
-                 fetch_batch=1024):
+                 fetch_batch=1024, curve_server_key=None, curve_public_key=None,
+                 curve_secret_key=None):
+        self._curve = check_curve(curve_server_key, curve_public_key, curve_secret_key)
         self._ctx = context or zmq.Context.instance()
         self._router = router
         self._request_timeout = request_timeout
@@ -47,6 +52,7 @@ class Client:
         self._sub = self._ctx.socket(zmq.SUB)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.RCVHWM, 100000)
+        apply_curve(self._sub, self._curve)
         self._sub.connect(pub)
 
     # --- lifetime --------------------------------------------------------------------------
@@ -70,6 +76,7 @@ class Client:
         self._dealer = self._ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.LINGER, 0)
         self._dealer.setsockopt(zmq.SNDTIMEO, int(self._request_timeout * 1000))
+        apply_curve(self._dealer, self._curve)
         self._dealer.connect(self._router)
 
     # --- requests --------------------------------------------------------------------------

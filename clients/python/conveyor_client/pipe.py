@@ -14,6 +14,7 @@ import sys
 import time
 
 from .client import Client
+from .curve import load_curve_keys
 from .protocol import DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, new_id
 
 
@@ -29,9 +30,22 @@ def parse_args(argv):
     p.add_argument("--overload-backoff", type=float, default=0.5,
                    help="seconds to wait before resubmitting a job refused as overloaded")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--curve-server-key", metavar="FILE",
+                   help="CURVE: the server's public key file (NAME.pub); needs --curve-key")
+    p.add_argument("--curve-key", metavar="FILE",
+                   help="CURVE: this client's key file (NAME.key from `conveyor keygen`, its .pub "
+                        "listed in the server's --authorized-keys); needs --curve-server-key")
     args = p.parse_args(argv)
     if args.max_in_flight < 1:
         p.error("--max-in-flight must be 1 or more")
+    args.curve = {}
+    if (args.curve_server_key is None) != (args.curve_key is None):
+        p.error("--curve-server-key and --curve-key go together: give both or neither")
+    if args.curve_key is not None:
+        try:
+            args.curve = load_curve_keys(args.curve_server_key, args.curve_key)
+        except ValueError as e:
+            p.error(str(e))
     return args
 
 
@@ -62,7 +76,8 @@ def _result(job_id, event):
 def run(args, stdin, stdout, stderr, client=None):
     """The pipe's loop; returns the exit status. `client` is for tests."""
     own = client is None
-    client = client or Client(args.router, args.pub, request_timeout=args.request_timeout)
+    client = client or Client(args.router, args.pub, request_timeout=args.request_timeout,
+                              **getattr(args, "curve", {}))
     progress = _Progress(stderr, args.quiet)
     lines = iter(stdin)
     retry = collections.deque()      # (not_before, job map) refused as overloaded
