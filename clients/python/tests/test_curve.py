@@ -1,8 +1,10 @@
 """CURVE: key loading (no server needed), and against the real `conveyor serve --curve-secret-key
 --authorized-keys` (CONVEYOR_BIN): a producer whose key is authorized submits and streams its
 events; one with an unknown key, or none, gets no reply and no event."""
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 import zmq
@@ -69,7 +71,7 @@ def curve_server(tmp_path_factory):
     s = CurveServer("--curve-secret-key", str(d / "server.key"), "--authorized-keys",
                     str(d / "authorized"))
     try:
-        yield s, alice, mallory
+        yield s, alice, mallory, d
     finally:
         s.kill()
 
@@ -96,7 +98,7 @@ def raw_sub(server, keys):
 
 @needs_server
 def test_authorized_producer_submits_and_streams(curve_server):
-    server, alice, _ = curve_server
+    server, alice, _, _ = curve_server
     assert any("CURVE on" in line for line in server.log), server.logs()
     with server.client(request_timeout=10.0) as c:
         events = list(c.stream(c.submit("The capital of France is", id="curve/ok",
@@ -107,7 +109,7 @@ def test_authorized_producer_submits_and_streams(curve_server):
 
 @needs_server
 def test_unknown_or_missing_key_can_neither_submit_nor_subscribe(curve_server):
-    server, alice, mallory = curve_server
+    server, alice, mallory, _ = curve_server
     for keys in (mallory, None):
         with Client(server.router, server.pub, request_timeout=1.0, retries=0, **(keys or {})) as c:
             with pytest.raises(ConveyorTimeout):
@@ -122,3 +124,22 @@ def test_unknown_or_missing_key_can_neither_submit_nor_subscribe(curve_server):
         assert events_seen(sub, 0.5) == 0
     for sub in refused + [allowed]:
         sub.close(0)
+
+
+@needs_server
+def test_conveyor_pipe_with_keys(curve_server):
+    server, _, _, d = curve_server
+    pipe = [sys.executable, "-m", "conveyor_client.pipe", "--router", server.router, "--pub",
+            server.pub, "--quiet", "--request-timeout", "2"]
+    job = json.dumps({"id": "curve/pipe", "prompt": "Hello", "max_tokens": 3}) + "\n"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ok = subprocess.run(pipe + ["--curve-server-key", str(d / "server.pub"), "--curve-key",
+                                str(d / "alice.key")], input=job.encode(), capture_output=True,
+                        timeout=120, env=env)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert json.loads(ok.stdout)["id"] == "curve/pipe"
+    refused = subprocess.run(pipe + ["--curve-server-key", str(d / "server.pub"), "--curve-key",
+                                     str(d / "mallory.key")], input=job.encode(),
+                             capture_output=True, timeout=120, env=env)
+    assert refused.returncode != 0
+    assert "finish_reason" not in refused.stdout.decode()
