@@ -14,6 +14,7 @@
 
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(kThreads)
 paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
                              const bf16* __restrict__ v_cache, bf16* __restrict__ out, kv_shape s, float scale,
                              attn_split sp) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, hd = s.head_dim, G = s.n_head / s.n_kv;
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   const int first = m.tile_first[tile], count = m.tile_count[tile], R = count * G;
@@ -208,12 +209,12 @@ void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cac
                              std::to_string(s.head_dim) + " need " + std::to_string(smem) +
                              " B of shared memory, more than the device allows ---> HINT: smaller query tiles");
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.n_kv), static_cast<unsigned>(std::max(1, split.n_splits)));
-  paged_attention_tiled_kernel<<<grid, kThreads, smem, stream>>>(m, q, k_cache, v_cache, out, s, scale, split);
+  CONVEYOR_LAUNCH(paged_attention_tiled_kernel, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale, split);
   CUDA_CHECK_LAUNCH();
   if (split.n_splits > 1) {
     const dim3 cgrid(static_cast<unsigned>(T), static_cast<unsigned>(s.n_head));
-    paged_attention_combine_kernel<<<cgrid, std::min(128, s.head_dim), 0, stream>>>(split.part_o, split.part_ml, out,
-                                                                                    s.n_head, s.head_dim, split.n_splits);
+    CONVEYOR_LAUNCH(paged_attention_combine_kernel, cgrid, (std::min(128, s.head_dim)), 0, stream, split.part_o, split.part_ml,
+                    out, s.n_head, s.head_dim, split.n_splits);
     CUDA_CHECK_LAUNCH();
   }
 }

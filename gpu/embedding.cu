@@ -1,6 +1,7 @@
 // Embedding: gathers each token's row of the bf16 table into the f32 residual stream.
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -34,7 +35,7 @@ __global__ void embedding_gather_kernel(const int32_t* __restrict__ tokens, cons
 // ~2 us at 3 TB/s; negligible next to the layers. Purely memory-bound, no arithmetic.
 void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_t T, int32_t d, cudaStream_t stream) {
   if (T <= 0) return;
-  embedding_gather_kernel<<<T, 128, 0, stream>>>(tokens, table, x, d);
+  CONVEYOR_LAUNCH(embedding_gather_kernel, T, 128, 0, stream, tokens, table, x, d);
   CUDA_CHECK_LAUNCH();
 }
 

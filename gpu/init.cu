@@ -4,6 +4,7 @@
 
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -40,13 +41,13 @@ int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + 255) / 
 // writes at 3 TB/s (the hash's ~20 integer ops per element keep it near that).
 void launch_fill_random_bf16(bf16* p, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream) {
   if (n <= 0) return;
-  fill_random_bf16_kernel<<<grid_for(n), 256, 0, stream>>>(p, n, seed, scale, offset);
+  CONVEYOR_LAUNCH(fill_random_bf16_kernel, grid_for(n), 256, 0, stream, p, n, seed, scale, offset);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_fill_random_f32(float* p, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream) {
   if (n <= 0) return;
-  fill_random_f32_kernel<<<grid_for(n), 256, 0, stream>>>(p, n, seed, scale, offset);
+  CONVEYOR_LAUNCH(fill_random_f32_kernel, grid_for(n), 256, 0, stream, p, n, seed, scale, offset);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 // double, as model/cpu_ops.cpp (and ggml's CPU backend) do.
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -23,7 +24,7 @@ __device__ double block_sum(double v, double* shared) {
 __global__ void rmsnorm_residual_kernel(float* __restrict__ x, const float* __restrict__ delta,
                                         const int32_t* __restrict__ rows, const float* __restrict__ w,
                                         bf16* __restrict__ out, int32_t d, float eps) {
-  __shared__ double partial[kThreads / 32];
+  CONVEYOR_SHARED(double[kThreads / 32], partial);
   const int64_t i = blockIdx.x;
   const int64_t r = rows ? rows[i] : i;
   float* xr = x + r * d;
@@ -50,7 +51,7 @@ __global__ void rmsnorm_residual_kernel(float* __restrict__ x, const float* __re
 void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const float* w, bf16* out, int32_t n_rows,
                     int32_t d, float eps, cudaStream_t stream) {
   if (n_rows <= 0) return;
-  rmsnorm_residual_kernel<<<n_rows, kThreads, 0, stream>>>(x, delta, rows, w, out, d, eps);
+  CONVEYOR_LAUNCH(rmsnorm_residual_kernel, n_rows, kThreads, 0, stream, x, delta, rows, w, out, d, eps);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 // for bit.
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -46,7 +47,7 @@ __global__ void rope_kv_write_kernel(step_meta m, const float* __restrict__ qkv,
 void launch_rope_kv_write(const step_meta& m, const float* qkv, const float2* rope, bf16* q_out, bf16* k_cache,
                           bf16* v_cache, int32_t T, const kv_shape& s, int32_t n_rot, cudaStream_t stream) {
   if (T <= 0) return;
-  rope_kv_write_kernel<<<T, 256, 0, stream>>>(m, qkv, rope, q_out, k_cache, v_cache, s, n_rot);
+  CONVEYOR_LAUNCH(rope_kv_write_kernel, T, 256, 0, stream, m, qkv, rope, q_out, k_cache, v_cache, s, n_rot);
   CUDA_CHECK_LAUNCH();
 }
 

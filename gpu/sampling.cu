@@ -10,6 +10,7 @@
 // independent of the order atomics land in, so a seed gives the same token on every run.
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -127,7 +128,7 @@ __device__ uint64_t select_key(const row_view& v, weight_kind k, uint64_t floor_
 __global__ void __launch_bounds__(kThreads)
 sample_radix_kernel(const float* __restrict__ logits, int vocab, const sample_param* __restrict__ params,
                     int32_t* __restrict__ out_ids, float* __restrict__ out_logprobs) {
-  __shared__ shared_state sh;
+  CONVEYOR_SHARED(shared_state, sh);
   const int row = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const float* l = logits + static_cast<int64_t>(row) * vocab;
   const sample_param p = params[row];
@@ -209,7 +210,7 @@ sample_radix_kernel(const float* __restrict__ logits, int vocab, const sample_pa
 void launch_sample(const float* logits, int32_t n_rows, int32_t vocab, const sample_param* params, int32_t* out_ids,
                    float* out_logprobs, cudaStream_t stream) {
   if (n_rows <= 0) return;
-  sample_radix_kernel<<<n_rows, kThreads, 0, stream>>>(logits, vocab, params, out_ids, out_logprobs);
+  CONVEYOR_LAUNCH(sample_radix_kernel, n_rows, kThreads, 0, stream, logits, vocab, params, out_ids, out_logprobs);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/launch.hpp"
 
 namespace conveyor::gpu {
 namespace {
@@ -40,9 +41,9 @@ void launch_swiglu(const bf16* gu, bf16* out, int32_t T, int32_t ff, cudaStream_
   const int64_t work = static_cast<int64_t>(T) * ff / 2;
   const int blocks = static_cast<int>(std::min<int64_t>((work + 255) / 256, 65535));
   if (ff % 2 == 0)
-    swiglu_pairs_kernel<<<blocks, 256, 0, stream>>>(gu, out, T, ff);
+    CONVEYOR_LAUNCH(swiglu_pairs_kernel, blocks, 256, 0, stream, gu, out, T, ff);
   else
-    swiglu_scalar_kernel<<<blocks, 256, 0, stream>>>(gu, out, T, ff);
+    CONVEYOR_LAUNCH(swiglu_scalar_kernel, blocks, 256, 0, stream, gu, out, T, ff);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(tiny_models_logits_equal_cpu) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(smollm2_logits_equal_cpu) {
+BOOST_AUTO_TEST_CASE(smollm2_logits_equal_cpu, *boost::unit_test::precondition(native_gpu_only)) {
   auto f = model::gguf_file::open(model::testing::smollm2_path());
   model::cpu_executor cpu(f, cpu_opts(16, 64));
   cuda_executor gpu(f, gpu_opts(16, 64, true));
@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(smollm2_logits_equal_cpu) {
   BOOST_TEST(err < 5e-2, "relative logit error " << err);
 }
 
-BOOST_AUTO_TEST_CASE(smollm2_greedy_tokens_equal_cpu) {
+BOOST_AUTO_TEST_CASE(smollm2_greedy_tokens_equal_cpu, *boost::unit_test::precondition(native_gpu_only)) {
   std::ifstream in(test_data_dir() + "/smollm2_greedy.json");
   BOOST_REQUIRE_MESSAGE(in, "tests/data/smollm2_greedy.json missing");
   const auto golden = nlohmann::json::parse(in);

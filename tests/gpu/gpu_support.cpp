@@ -20,6 +20,16 @@ boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id) {
   return r;
 }
 
+boost::test_tools::assertion_result native_gpu_only(boost::unit_test::test_unit_id) {
+#if defined(CONVEYOR_CUDA_EMU)
+  boost::test_tools::assertion_result r(false);
+  r.message() << "too slow for the CUDA emulator; runs on a real GPU (tools/run_gpu_checks.sh)";
+  return r;
+#else
+  return boost::test_tools::assertion_result(true);
+#endif
+}
+
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale) {
   std::normal_distribution<float> dist(0.0f, scale);
   std::vector<float> v(n);

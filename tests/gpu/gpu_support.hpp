@@ -22,6 +22,8 @@ std::string test_data_dir();
 
 /// Precondition of every suite: a usable CUDA device (the reason is the skip message).
 boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id);
+/// Cases too slow for the CUDA emulator (tests/gpu_emu), e.g. SmolLM2 end to end: a real GPU only.
+boost::test_tools::assertion_result native_gpu_only(boost::unit_test::test_unit_id);
 
 /// A device array of n T's, freed on destruction.
 template <class T>

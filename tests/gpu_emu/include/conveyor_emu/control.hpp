@@ -1,0 +1,59 @@
+// The emulator's own controls, for tests: the devices it pretends to have, the order in which
+// CUDA threads run between barriers, sticky-fault reset, counters of live objects (leak checks)
+// and a log of the kernels that ran (grid shapes, graph or eager).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conveyor_emu/runtime_api.hpp"
+
+namespace conveyor_emu {
+
+struct device_config {
+  std::string name = "NVIDIA H100 80GB HBM3 (conveyor CUDA emulator)";
+  int major = 9, minor = 0;
+  int sm_count = 132;
+  size_t total_bytes = size_t{16} << 30;  ///< CONVEYOR_EMU_MEM_GIB overrides the default
+  int smem_optin = 232448;                ///< cudaDevAttrMaxSharedMemoryPerBlockOptin
+};
+
+/// Replaces the device list (default: one device_config{}); clears per-device function
+/// attributes and any sticky fault. Allocations stay valid.
+void configure(const std::vector<device_config>& devices);
+const std::vector<device_config>& devices();
+
+enum class thread_order { forward, reverse, random };
+/// Order in which a block's threads run between barriers (default from CONVEYOR_EMU_ORDER:
+/// forward | reverse | random[:seed]).
+void set_thread_order(thread_order o, uint64_t seed = 1);
+thread_order current_thread_order();
+const char* thread_order_name(thread_order o);
+
+/// Clears a sticky fault, the last error and every queued operation (tests that provoke faults).
+void reset();
+/// The description of the last fault a kernel raised ("" if none).
+std::string last_fault();
+
+struct counters {
+  int64_t live_streams = 0, live_events = 0, live_graphs = 0, live_graph_execs = 0, live_device_allocs = 0,
+          live_host_allocs = 0;
+  size_t device_bytes = 0;
+  int64_t kernels_run = 0, blocks_run = 0;
+};
+counters stats();
+
+struct launch_record {
+  std::string kernel;
+  dim3 grid, block;
+  size_t smem = 0;
+  int device = 0;
+  bool from_graph = false;
+};
+/// Kernels that ran (in execution order, the last 4096).
+std::vector<launch_record> launch_log();
+void clear_launch_log();
+
+} // namespace conveyor_emu

@@ -1,0 +1,4 @@
+// CUDA emulator (tests/gpu_emu): stands in for the real cublas_api.h.
+#pragma once
+#include "conveyor_emu/cuda_emu.hpp"
+#include "conveyor_emu/cublaslt_api.hpp"

@@ -1,0 +1,3 @@
+// CUDA emulator (tests/gpu_emu): stands in for the real cuda_runtime.h.
+#pragma once
+#include "conveyor_emu/cuda_emu.hpp"

@@ -1,0 +1,439 @@
+// The block executor: each CUDA thread of a block is a fiber (ucontext) on its own guarded
+// stack; one block runs to completion before the next. A fiber runs until it reaches a
+// synchronizing call (__syncthreads, a warp shuffle or vote) or exits, then the scheduler picks
+// the next runnable fiber in the configured order (forward, reverse, or a fresh random
+// permutation after every barrier). A barrier opens when every thread of the block waits at the
+// same __syncthreads; a warp operation completes when every lane of its mask waits at the same
+// operation. Anything else that leaves no fiber runnable is a divergence or a deadlock, reported
+// with each group of threads and the source line it waits at.
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "conveyor_emu/device_api.hpp"
+#include "internal.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CONVEYOR_EMU_ASAN 1
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#else
+#define CONVEYOR_EMU_ASAN 0
+#endif
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+thread_local dim3 blockDim;
+thread_local dim3 gridDim;
+
+namespace conveyor_emu::detail {
+namespace {
+
+constexpr size_t kStackBytes = CONVEYOR_EMU_ASAN ? 512 * 1024 : 128 * 1024;
+constexpr size_t kSmemBytes = 256 * 1024;
+
+enum class fstate { runnable, barrier, warp, exited };
+
+const char* op_name(warp_op op) {
+  switch (op) {
+    case warp_op::shfl_xor: return "__shfl_xor_sync";
+    case warp_op::shfl_down: return "__shfl_down_sync";
+    case warp_op::shfl_up: return "__shfl_up_sync";
+    case warp_op::shfl_idx: return "__shfl_sync";
+    case warp_op::ballot: return "__ballot_sync";
+    case warp_op::any: return "__any_sync";
+    case warp_op::all: return "__all_sync";
+    case warp_op::syncwarp: return "__syncwarp";
+  }
+  return "?";
+}
+
+struct fiber {
+  ucontext_t ctx{};
+  char* stack = nullptr;  // usable part, above the guard page
+  bool stack_dirty = false;
+  fstate state = fstate::exited;
+  uint3 tid{};
+  int lane = 0, warp = 0;
+  std::source_location site;
+  warp_op op = warp_op::syncwarp;
+  unsigned mask = 0;
+  uint64_t in = 0, out = 0;
+  int param = 0, width = 32;
+  void* fake_stack = nullptr;
+};
+
+struct shared_slot {
+  const void* key;
+  size_t off;
+};
+
+struct runner {
+  std::vector<fiber> fibers;
+  ucontext_t sched{};
+  const kernel_launch* k = nullptr;
+  std::vector<int> order;
+  int n = 0, current = -1;
+  std::string fault;
+  alignas(256) unsigned char smem[kSmemBytes];
+  size_t dyn_end = 0, static_end = 0;
+  std::vector<shared_slot> slots;
+  const void* sched_bottom = nullptr;
+  size_t sched_size = 0;
+  std::mt19937_64 rng{1};
+};
+
+thread_local runner* tl_runner = nullptr;
+
+uint64_t random_seed();
+
+runner& the_runner() {
+  if (!tl_runner) {
+    tl_runner = new runner();  // lives as long as the host thread (fiber stacks are reused)
+    tl_runner->rng.seed(random_seed());
+  }
+  return *tl_runner;
+}
+
+fiber& current_fiber(const char* what, const std::source_location& loc) {
+  runner* r = tl_runner;
+  if (!r || r->current < 0) {
+    std::ostringstream m;
+    m << what << " called outside a kernel at " << loc.file_name() << ":" << loc.line();
+    throw fault_error(m.str());
+  }
+  return r->fibers[static_cast<size_t>(r->current)];
+}
+
+void yield(runner& r, fiber& f) {
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_start_switch_fiber(&f.fake_stack, r.sched_bottom, r.sched_size);
+#endif
+  swapcontext(&f.ctx, &r.sched);
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
+#endif
+}
+
+void fiber_entry(int idx) {
+  runner& r = *tl_runner;
+  fiber& f = r.fibers[static_cast<size_t>(idx)];
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &r.sched_bottom, &r.sched_size);
+#endif
+  try {
+    r.k->body();
+  } catch (const std::exception& e) {
+    if (r.fault.empty()) r.fault = e.what();
+  } catch (...) {
+    if (r.fault.empty()) r.fault = "a non-standard exception escaped the kernel";
+  }
+  f.state = fstate::exited;
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, r.sched_bottom, r.sched_size);
+#endif
+  swapcontext(&f.ctx, &r.sched);
+  std::abort();  // an exited fiber is never resumed
+}
+
+char* new_stack() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("CUDA emulator: cannot map a fiber stack");
+  mprotect(p, page, PROT_NONE);  // overflow faults instead of corrupting the neighbour
+  return static_cast<char*>(p) + page;
+}
+
+void resume(runner& r, int i) {
+  fiber& f = r.fibers[static_cast<size_t>(i)];
+  threadIdx = f.tid;
+  r.current = i;
+#if CONVEYOR_EMU_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
+#endif
+  swapcontext(&r.sched, &f.ctx);
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+  r.current = -1;
+}
+
+std::string where(const std::source_location& s) {
+  std::string file = s.file_name();
+  if (auto p = file.rfind('/'); p != std::string::npos) file = file.substr(p + 1);
+  return file + ":" + std::to_string(s.line());
+}
+
+// "128 threads: 64 wait at __syncthreads (attention.cu:88) [0..63]; 64 exited [64..127]"
+std::string describe(const runner& r) {
+  std::map<std::string, std::vector<int>> groups;
+  for (int i = 0; i < r.n; ++i) {
+    const fiber& f = r.fibers[static_cast<size_t>(i)];
+    std::string key = f.state == fstate::exited    ? "exited"
+                      : f.state == fstate::barrier ? "wait at __syncthreads (" + where(f.site) + ")"
+                      : f.state == fstate::warp    ? std::string("wait at ") + op_name(f.op) + " (" + where(f.site) + ")"
+                                                   : "runnable";
+    groups[key].push_back(i);
+  }
+  std::ostringstream m;
+  m << r.n << " threads:";
+  for (const auto& [what, ids] : groups) {
+    m << " " << ids.size() << " " << what << " [threads " << ids.front();
+    if (ids.size() > 1) m << (ids.back() - ids.front() + 1 == static_cast<int>(ids.size()) ? ".." : ",..,") << ids.back();
+    m << "];";
+  }
+  return m.str();
+}
+
+// Completes the warp operation fiber i waits at when every lane of its mask waits at it too.
+void try_complete_warp(runner& r, int i) {
+  const fiber& f = r.fibers[static_cast<size_t>(i)];
+  const int base = f.warp * 32;
+  std::ostringstream m;
+  m << op_name(f.op) << " (" << where(f.site) << ") by thread " << i << " with mask 0x" << std::hex << f.mask << std::dec << ": ";
+  if (!((f.mask >> f.lane) & 1u)) throw fault_error(m.str() + "the mask does not include the calling lane");
+  if (f.width <= 0 || f.width > 32 || (f.width & (f.width - 1)) != 0) throw fault_error(m.str() + "width must be a power of two <= 32");
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!((f.mask >> lane) & 1u)) continue;
+    const int j = base + lane;
+    if (j >= r.n) throw fault_error(m.str() + "the mask names lane " + std::to_string(lane) + ", which this block (" +
+                                    std::to_string(r.n) + " threads) does not have");
+    const fiber& g = r.fibers[static_cast<size_t>(j)];
+    if (g.state == fstate::exited) throw fault_error(m.str() + "lane " + std::to_string(lane) + " of the mask has exited");
+    if (g.state != fstate::warp) return;  // not there yet (or stuck at a barrier: a deadlock, found later)
+    if (g.op != f.op || g.mask != f.mask)
+      throw fault_error(m.str() + "divergent warp: lane " + std::to_string(lane) + " waits at " + op_name(g.op) + " (" +
+                        where(g.site) + ") with another operation or mask");
+  }
+  uint64_t vote = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    if ((f.mask >> lane) & 1u && r.fibers[static_cast<size_t>(base + lane)].in) vote |= 1ull << lane;
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!((f.mask >> lane) & 1u)) continue;
+    fiber& g = r.fibers[static_cast<size_t>(base + lane)];
+    const int w = g.width, group = lane / w * w, sub = lane % w;
+    int src = lane;
+    switch (g.op) {
+      case warp_op::shfl_xor: src = (lane ^ g.param) < group + w && (lane ^ g.param) >= group ? lane ^ g.param : lane; break;
+      case warp_op::shfl_down: src = sub + g.param < w ? lane + g.param : lane; break;
+      case warp_op::shfl_up: src = sub - g.param >= 0 ? lane - g.param : lane; break;
+      case warp_op::shfl_idx: src = group + ((g.param % w) + w) % w; break;
+      default: break;
+    }
+    if (!((f.mask >> src) & 1u))
+      throw fault_error(m.str() + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) + ", which is not in the mask");
+    switch (g.op) {
+      case warp_op::ballot: g.out = vote; break;
+      case warp_op::any: g.out = vote != 0; break;
+      case warp_op::all: g.out = vote == (f.mask & 0xffffffffull); break;
+      case warp_op::syncwarp: g.out = 0; break;
+      default: g.out = r.fibers[static_cast<size_t>(base + src)].in; break;
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    if ((f.mask >> lane) & 1u) r.fibers[static_cast<size_t>(base + lane)].state = fstate::runnable;
+}
+
+void reorder(runner& r) {
+  const thread_order o = current_thread_order();
+  for (int i = 0; i < r.n; ++i) r.order[static_cast<size_t>(i)] = o == thread_order::reverse ? r.n - 1 - i : i;
+  if (o == thread_order::random) std::shuffle(r.order.begin(), r.order.begin() + r.n, r.rng);
+}
+
+// Runs the current block; throws fault_error (without the kernel's name) on a fault.
+void run_block(runner& r) {
+  r.slots.clear();
+  r.dyn_end = (r.k->dyn_smem + 255) / 256 * 256;
+  r.static_end = r.dyn_end;
+  std::memset(r.smem, 0xFF, r.k->dyn_smem);
+#if CONVEYOR_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(r.smem, r.k->dyn_smem);
+  ASAN_POISON_MEMORY_REGION(r.smem + r.k->dyn_smem, kSmemBytes - r.k->dyn_smem);
+#endif
+  const dim3 b = r.k->block;
+  for (int i = 0; i < r.n; ++i) {
+    fiber& f = r.fibers[static_cast<size_t>(i)];
+    if (!f.stack) f.stack = new_stack();
+#if CONVEYOR_EMU_ASAN
+    if (f.stack_dirty) ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);
+#endif
+    f.stack_dirty = true;  // until it exits cleanly
+    f.tid = uint3{static_cast<unsigned>(i) % b.x, static_cast<unsigned>(i) / b.x % b.y, static_cast<unsigned>(i) / (b.x * b.y)};
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.state = fstate::runnable;
+    f.fake_stack = nullptr;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, reinterpret_cast<void (*)()>(fiber_entry), 1, i);
+  }
+  reorder(r);
+  for (;;) {
+    bool ran = false;
+    for (int k = 0; k < r.n; ++k) {
+      const int i = r.order[static_cast<size_t>(k)];
+      fiber& f = r.fibers[static_cast<size_t>(i)];
+      if (f.state != fstate::runnable) continue;
+      resume(r, i);
+      ran = true;
+      if (!r.fault.empty()) throw fault_error("thread " + std::to_string(i) + ": " + r.fault);
+      if (f.state == fstate::exited) f.stack_dirty = false;
+      if (f.state == fstate::warp) try_complete_warp(r, i);
+    }
+    if (ran) continue;
+    int exited = 0, at_barrier = 0;
+    for (int i = 0; i < r.n; ++i) {
+      exited += r.fibers[static_cast<size_t>(i)].state == fstate::exited;
+      at_barrier += r.fibers[static_cast<size_t>(i)].state == fstate::barrier;
+    }
+    if (exited == r.n) return;
+    if (at_barrier == r.n) {
+      const std::source_location& s0 = r.fibers[0].site;
+      for (int i = 1; i < r.n; ++i) {
+        const std::source_location& s = r.fibers[static_cast<size_t>(i)].site;
+        if (s.line() != s0.line() || std::strcmp(s.file_name(), s0.file_name()) != 0)
+          throw fault_error("divergent __syncthreads (different call sites): " + describe(r));
+      }
+      for (int i = 0; i < r.n; ++i) r.fibers[static_cast<size_t>(i)].state = fstate::runnable;
+      if (current_thread_order() == thread_order::random) reorder(r);
+      continue;
+    }
+    throw fault_error(std::string(exited ? "divergence (threads exited while others wait)" : "deadlock") + ": " + describe(r));
+  }
+}
+
+} // namespace
+
+void syncthreads(const std::source_location& loc) {
+  fiber& f = current_fiber("__syncthreads", loc);
+  f.state = fstate::barrier;
+  f.site = loc;
+  yield(*tl_runner, f);
+}
+
+uint64_t warp_exchange(warp_op op, unsigned mask, uint64_t value, int param, int width, const std::source_location& loc) {
+  fiber& f = current_fiber(op_name(op), loc);
+  f.state = fstate::warp;
+  f.site = loc;
+  f.op = op;
+  f.mask = mask;
+  f.in = value;
+  f.param = param;
+  f.width = width;
+  yield(*tl_runner, f);
+  return f.out;
+}
+
+void* static_shared(const void* key, size_t bytes, size_t align, const char* type_name) {
+  current_fiber("a __shared__ variable", std::source_location::current());
+  runner& r = *tl_runner;
+  for (const shared_slot& s : r.slots)
+    if (s.key == key) return r.smem + s.off;
+  const size_t off = (r.static_end + align - 1) / align * align, end = off + bytes;
+  if (end - r.dyn_end > kStaticSmemLimit || end > r.k->smem_optin || end > kSmemBytes)
+    throw fault_error("static shared memory (" + std::to_string(end - r.dyn_end) + " B, the last " + type_name +
+                      ") plus dynamic (" + std::to_string(r.k->dyn_smem) + " B) exceeds the limits (48 KiB static, " +
+                      std::to_string(r.k->smem_optin) + " B in all)");
+#if CONVEYOR_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(r.smem + off, bytes);
+#endif
+  std::memset(r.smem + off, 0xFF, bytes);
+  r.static_end = end;
+  r.slots.push_back({key, off});
+  return r.smem + off;
+}
+
+void* dynamic_shared() {
+  current_fiber("dynamic shared memory", std::source_location::current());
+  return tl_runner->smem;
+}
+
+void device_fault(const char* what, const std::source_location& loc) { throw fault_error(std::string(what) + " at " + where(loc)); }
+
+void run_kernel(const kernel_launch& k) {
+  runner& r = the_runner();
+  if (r.k) throw fault_error("kernel " + k.name + " launched while kernel " + r.k->name + " runs on the same host thread");
+  const int n = static_cast<int>(k.block.x * k.block.y * k.block.z);
+  if (r.fibers.size() < static_cast<size_t>(n)) r.fibers.resize(static_cast<size_t>(n));
+  r.order.resize(std::max(r.order.size(), static_cast<size_t>(n)));
+  r.n = n;
+  r.k = &k;
+  r.fault.clear();
+  blockDim = k.block;
+  gridDim = k.grid;
+  try {
+    for (unsigned z = 0; z < k.grid.z; ++z)
+      for (unsigned y = 0; y < k.grid.y; ++y)
+        for (unsigned x = 0; x < k.grid.x; ++x) {
+          blockIdx = uint3{x, y, z};
+          try {
+            run_block(r);
+          } catch (const fault_error& e) {
+            std::ostringstream m;
+            m << "kernel " << k.name << " (grid " << k.grid.x << "x" << k.grid.y << "x" << k.grid.z << ", block " << k.block.x
+              << "x" << k.block.y << "x" << k.block.z << "), block (" << x << "," << y << "," << z << "): " << e.what();
+            throw fault_error(m.str());
+          }
+        }
+  } catch (...) {
+    r.k = nullptr;
+    throw;
+  }
+  r.k = nullptr;
+}
+
+} // namespace conveyor_emu::detail
+
+namespace conveyor_emu {
+namespace {
+
+struct order_setting {
+  thread_order order = thread_order::forward;
+  uint64_t seed = 1;
+  order_setting() {
+    const char* env = std::getenv("CONVEYOR_EMU_ORDER");
+    const std::string v = env ? env : "";
+    if (v == "reverse") order = thread_order::reverse;
+    if (v.rfind("random", 0) == 0) {
+      order = thread_order::random;
+      if (v.size() > 7) seed = std::strtoull(v.c_str() + 7, nullptr, 10);
+    }
+  }
+};
+order_setting& setting() {
+  static order_setting s;
+  return s;
+}
+
+} // namespace
+
+namespace detail {
+namespace {
+uint64_t random_seed() { return setting().seed; }
+} // namespace
+} // namespace detail
+
+void set_thread_order(thread_order o, uint64_t seed) {
+  setting().order = o;
+  setting().seed = seed;
+  if (detail::tl_runner) detail::tl_runner->rng.seed(seed);
+}
+
+thread_order current_thread_order() { return setting().order; }
+
+const char* thread_order_name(thread_order o) {
+  return o == thread_order::forward ? "forward" : o == thread_order::reverse ? "reverse" : "random";
+}
+
+} // namespace conveyor_emu
