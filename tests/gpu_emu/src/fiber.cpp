@@ -1,4 +1,4 @@
-// The block executor: each CUDA thread of a block is a fiber (ucontext) on its own guarded
+// The block executor: each CUDA thread of a block is a fiber (context.hpp) on its own guarded
 // stack; one block runs to completion before the next. A fiber runs until it reaches a
 // synchronizing call (__syncthreads, a warp shuffle or vote) or exits, then the scheduler picks
 // the next runnable fiber in the configured order (forward, reverse, or a fresh random
@@ -6,10 +6,6 @@
 // same __syncthreads; a warp operation completes when every lane of its mask waits at the same
 // operation. Anything else that leaves no fiber runnable is a divergence or a deadlock, reported
 // with each group of threads and the source line it waits at.
-#include <sys/mman.h>
-#include <ucontext.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "context.hpp"
 #include "conveyor_emu/device_api.hpp"
 #include "internal.hpp"
 
@@ -57,7 +54,7 @@ const char* op_name(warp_op op) {
 }
 
 struct fiber {
-  ucontext_t ctx{};
+  exec_context ctx;
   char* stack = nullptr;  // usable part, above the guard page
   bool stack_dirty = false;
   fstate state = fstate::exited;
@@ -78,7 +75,7 @@ struct shared_slot {
 
 struct runner {
   std::vector<fiber> fibers;
-  ucontext_t sched{};
+  exec_context sched;
   const kernel_launch* k = nullptr;
   std::vector<int> order;
   int n = 0, current = -1;
@@ -93,12 +90,10 @@ struct runner {
 
 thread_local runner* tl_runner = nullptr;
 
-uint64_t random_seed();
-
 runner& the_runner() {
   if (!tl_runner) {
     tl_runner = new runner();  // lives as long as the host thread (fiber stacks are reused)
-    tl_runner->rng.seed(random_seed());
+    tl_runner->rng.seed(thread_order_seed());
   }
   return *tl_runner;
 }
@@ -117,13 +112,13 @@ void yield(runner& r, fiber& f) {
 #if CONVEYOR_EMU_ASAN
   __sanitizer_start_switch_fiber(&f.fake_stack, r.sched_bottom, r.sched_size);
 #endif
-  swapcontext(&f.ctx, &r.sched);
+  switch_context(f.ctx, r.sched);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
 #endif
 }
 
-void fiber_entry(int idx) {
+void fiber_entry(long idx) {
   runner& r = *tl_runner;
   fiber& f = r.fibers[static_cast<size_t>(idx)];
 #if CONVEYOR_EMU_ASAN
@@ -140,17 +135,10 @@ void fiber_entry(int idx) {
 #if CONVEYOR_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, r.sched_bottom, r.sched_size);
 #endif
-  swapcontext(&f.ctx, &r.sched);
+  switch_context(f.ctx, r.sched);
   std::abort();  // an exited fiber is never resumed
 }
 
-char* new_stack() {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw std::runtime_error("CUDA emulator: cannot map a fiber stack");
-  mprotect(p, page, PROT_NONE);  // overflow faults instead of corrupting the neighbour
-  return static_cast<char*>(p) + page;
-}
 
 void resume(runner& r, int i) {
   fiber& f = r.fibers[static_cast<size_t>(i)];
@@ -160,7 +148,7 @@ void resume(runner& r, int i) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
-  swapcontext(&r.sched, &f.ctx);
+  switch_context(r.sched, f.ctx);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -198,20 +186,23 @@ std::string describe(const runner& r) {
 void try_complete_warp(runner& r, int i) {
   const fiber& f = r.fibers[static_cast<size_t>(i)];
   const int base = f.warp * 32;
-  std::ostringstream m;
-  m << op_name(f.op) << " (" << where(f.site) << ") by thread " << i << " with mask 0x" << std::hex << f.mask << std::dec << ": ";
-  if (!((f.mask >> f.lane) & 1u)) throw fault_error(m.str() + "the mask does not include the calling lane");
-  if (f.width <= 0 || f.width > 32 || (f.width & (f.width - 1)) != 0) throw fault_error(m.str() + "width must be a power of two <= 32");
+  auto fault = [&](const std::string& what) {  // built only on failure: this runs for every warp operation
+    std::ostringstream m;
+    m << op_name(f.op) << " (" << where(f.site) << ") by thread " << i << " with mask 0x" << std::hex << f.mask << std::dec << ": " << what;
+    return fault_error(m.str());
+  };
+  if (!((f.mask >> f.lane) & 1u)) throw fault("the mask does not include the calling lane");
+  if (f.width <= 0 || f.width > 32 || (f.width & (f.width - 1)) != 0) throw fault("width must be a power of two <= 32");
   for (int lane = 0; lane < 32; ++lane) {
     if (!((f.mask >> lane) & 1u)) continue;
     const int j = base + lane;
-    if (j >= r.n) throw fault_error(m.str() + "the mask names lane " + std::to_string(lane) + ", which this block (" +
+    if (j >= r.n) throw fault("the mask names lane " + std::to_string(lane) + ", which this block (" +
                                     std::to_string(r.n) + " threads) does not have");
     const fiber& g = r.fibers[static_cast<size_t>(j)];
-    if (g.state == fstate::exited) throw fault_error(m.str() + "lane " + std::to_string(lane) + " of the mask has exited");
+    if (g.state == fstate::exited) throw fault("lane " + std::to_string(lane) + " of the mask has exited");
     if (g.state != fstate::warp) return;  // not there yet (or stuck at a barrier: a deadlock, found later)
     if (g.op != f.op || g.mask != f.mask)
-      throw fault_error(m.str() + "divergent warp: lane " + std::to_string(lane) + " waits at " + op_name(g.op) + " (" +
+      throw fault("divergent warp: lane " + std::to_string(lane) + " waits at " + op_name(g.op) + " (" +
                         where(g.site) + ") with another operation or mask");
   }
   uint64_t vote = 0;
@@ -230,7 +221,7 @@ void try_complete_warp(runner& r, int i) {
       default: break;
     }
     if (!((f.mask >> src) & 1u))
-      throw fault_error(m.str() + "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) + ", which is not in the mask");
+      throw fault("lane " + std::to_string(lane) + " reads lane " + std::to_string(src) + ", which is not in the mask");
     switch (g.op) {
       case warp_op::ballot: g.out = vote; break;
       case warp_op::any: g.out = vote != 0; break;
@@ -262,7 +253,7 @@ void run_block(runner& r) {
   const dim3 b = r.k->block;
   for (int i = 0; i < r.n; ++i) {
     fiber& f = r.fibers[static_cast<size_t>(i)];
-    if (!f.stack) f.stack = new_stack();
+    if (!f.stack) f.stack = new_fiber_stack(kStackBytes);
 #if CONVEYOR_EMU_ASAN
     if (f.stack_dirty) ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);
 #endif
@@ -272,11 +263,7 @@ void run_block(runner& r) {
     f.warp = i / 32;
     f.state = fstate::runnable;
     f.fake_stack = nullptr;
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStackBytes;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, reinterpret_cast<void (*)()>(fiber_entry), 1, i);
+    make_context(f.ctx, f.stack, kStackBytes, fiber_entry, i);
   }
   reorder(r);
   for (;;) {
@@ -302,7 +289,7 @@ void run_block(runner& r) {
       const std::source_location& s0 = r.fibers[0].site;
       for (int i = 1; i < r.n; ++i) {
         const std::source_location& s = r.fibers[static_cast<size_t>(i)].site;
-        if (s.line() != s0.line() || std::strcmp(s.file_name(), s0.file_name()) != 0)
+        if (s.line() != s0.line() || (s.file_name() != s0.file_name() && std::strcmp(s.file_name(), s0.file_name()) != 0))
           throw fault_error("divergent __syncthreads (different call sites): " + describe(r));
       }
       for (int i = 0; i < r.n; ++i) r.fibers[static_cast<size_t>(i)].state = fstate::runnable;
@@ -361,6 +348,10 @@ void* dynamic_shared() {
 
 void device_fault(const char* what, const std::source_location& loc) { throw fault_error(std::string(what) + " at " + where(loc)); }
 
+void reseed_thread_order(uint64_t seed) {
+  if (tl_runner) tl_runner->rng.seed(seed);
+}
+
 void run_kernel(const kernel_launch& k) {
   runner& r = the_runner();
   if (r.k) throw fault_error("kernel " + k.name + " launched while kernel " + r.k->name + " runs on the same host thread");
@@ -395,45 +386,3 @@ void run_kernel(const kernel_launch& k) {
 
 } // namespace conveyor_emu::detail
 
-namespace conveyor_emu {
-namespace {
-
-struct order_setting {
-  thread_order order = thread_order::forward;
-  uint64_t seed = 1;
-  order_setting() {
-    const char* env = std::getenv("CONVEYOR_EMU_ORDER");
-    const std::string v = env ? env : "";
-    if (v == "reverse") order = thread_order::reverse;
-    if (v.rfind("random", 0) == 0) {
-      order = thread_order::random;
-      if (v.size() > 7) seed = std::strtoull(v.c_str() + 7, nullptr, 10);
-    }
-  }
-};
-order_setting& setting() {
-  static order_setting s;
-  return s;
-}
-
-} // namespace
-
-namespace detail {
-namespace {
-uint64_t random_seed() { return setting().seed; }
-} // namespace
-} // namespace detail
-
-void set_thread_order(thread_order o, uint64_t seed) {
-  setting().order = o;
-  setting().seed = seed;
-  if (detail::tl_runner) detail::tl_runner->rng.seed(seed);
-}
-
-thread_order current_thread_order() { return setting().order; }
-
-const char* thread_order_name(thread_order o) {
-  return o == thread_order::forward ? "forward" : o == thread_order::reverse ? "reverse" : "random";
-}
-
-} // namespace conveyor_emu

@@ -28,6 +28,10 @@ struct kernel_launch {
 /// Throws fault_error naming the kernel, the block and the threads involved.
 void run_kernel(const kernel_launch& k);
 
+/// The seed of the random thread order, and reseeding this host thread's scheduler with it.
+uint64_t thread_order_seed();
+void reseed_thread_order(uint64_t seed);
+
 /// Static shared memory one block may declare (CUDA's 48 KiB).
 constexpr size_t kStaticSmemLimit = 48 * 1024;
 

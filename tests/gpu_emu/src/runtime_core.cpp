@@ -301,3 +301,44 @@ void clear_launch_log() {
 }
 
 } // namespace conveyor_emu
+
+namespace conveyor_emu {
+namespace {
+
+struct order_setting {
+  thread_order order = thread_order::forward;
+  uint64_t seed = 1;
+  order_setting() {
+    const char* env = std::getenv("CONVEYOR_EMU_ORDER");
+    const std::string v = env ? env : "";
+    if (v == "reverse") order = thread_order::reverse;
+    if (v.rfind("random", 0) == 0) {
+      order = thread_order::random;
+      if (v.size() > 7) seed = std::strtoull(v.c_str() + 7, nullptr, 10);
+    }
+  }
+};
+order_setting& setting() {
+  static order_setting s;
+  return s;
+}
+
+} // namespace
+
+namespace detail {
+uint64_t thread_order_seed() { return setting().seed; }
+} // namespace detail
+
+void set_thread_order(thread_order o, uint64_t seed) {
+  setting().order = o;
+  setting().seed = seed;
+  detail::reseed_thread_order(seed);
+}
+
+thread_order current_thread_order() { return setting().order; }
+
+const char* thread_order_name(thread_order o) {
+  return o == thread_order::forward ? "forward" : o == thread_order::reverse ? "reverse" : "random";
+}
+
+} // namespace conveyor_emu
