@@ -69,8 +69,11 @@ status=0
 (cd "$logs" && "${cmd[@]}" >"$logs/fuzz.log" 2>&1) || status=$?
 elapsed=$(($(date +%s) - start))
 
-# Executions: each process prints "stat::number_of_executed_units: N" when it ends.
-executed=$(cat "$logs"/*.log | awk '/stat::number_of_executed_units:/ {n += $2} END {print n + 0}')
+# Executions: each process prints "stat::number_of_executed_units: N" when it ends. With -jobs,
+# the parent's fuzz.log repeats every job's log, so only the jobs' own logs count.
+job_logs=("$logs/fuzz.log")
+[ "$jobs" -gt 1 ] && job_logs=("$logs"/fuzz-*.log)
+executed=$(cat "${job_logs[@]}" | awk '/stat::number_of_executed_units:/ {n += $2} END {print n + 0}')
 crashes=$(($(find "$artifacts" -type f | wc -l) - before))
 # Coverage of the whole working corpus, as libFuzzer counts it: one pass, no mutation.
 cov=$("$build/fuzz_decode" -runs=0 "$work" "$seeds" 2>&1 | grep -m1 -oE 'cov: [0-9]+ ft: [0-9]+ corp: [^ ]+') || true
