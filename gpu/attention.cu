@@ -10,6 +10,7 @@
 //     v_s (32, hd) bf16 | k_s (32, hd + 2) bf16 (padded: conflict-free column reads)
 //     q_s (R, hd) f32 | o_s (R, hd) f32 | s_s (R, 32) f32 | m_s, l_s, a_s (R) f32
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "gpu/check.hpp"
@@ -44,8 +45,9 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
   const int ctx = p0 + count;
   int begin = 0, end = ctx;
   if (gridDim.z > 1) {
-    begin = split * sp.split_len;
-    end = min(ctx, begin + sp.split_len);
+    const int split_len = sp.split_len_dev ? *sp.split_len_dev : sp.split_len;
+    begin = split * split_len;
+    end = min(ctx, begin + split_len);
   }
   auto row_out = [&](int r) { return (static_cast<int64_t>(first + r / G) * s.n_head + g * G + r % G); };
   if (begin >= end) {  // nothing of this split is in the context: an empty partial
@@ -173,15 +175,19 @@ __global__ void paged_attention_combine_kernel(const float* __restrict__ part_o,
   }
 }
 
+// The current device's opt-in shared-memory limit, set as the attention kernel's limit there on
+// first use. Function attributes are per device: each device gets its own.
 int max_optin_smem() {
-  static std::once_flag once;
-  static int bytes = 48 * 1024;
-  std::call_once(once, [] {
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  });
+  static std::mutex mu;
+  static std::map<int, int> per_device;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = per_device.find(dev); it != per_device.end()) return it->second;
+  int bytes = 48 * 1024;
+  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  CUDA_CHECK(cudaFuncSetAttribute(paged_attention_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  per_device[dev] = bytes;
   return bytes;
 }
 

@@ -35,7 +35,10 @@ cuda_executor::cuda_executor(const model::llama_config& c, const cuda_executor_o
 
 cuda_executor::~cuda_executor() {
   for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
-  if (stream_) cudaStreamDestroy(stream_);
+}
+
+cuda_executor::stream_holder::~stream_holder() {
+  if (s) cudaStreamDestroy(s);
 }
 
 void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options& o) {
@@ -54,11 +57,11 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
                              std::to_string(hd) + ", n_rot " + std::to_string(cfg_.n_rot) + ", heads " +
                              std::to_string(cfg_.n_head) + "/" + std::to_string(cfg_.n_head_kv) + ")");
   std::string why;
-  if (!cuda_device_available(&why)) throw std::runtime_error("no usable CUDA device: " + why);
+  if (!cuda_device_available(&why, o.device)) throw std::runtime_error("no usable CUDA device: " + why);
   device_ = o.device;
   CUDA_CHECK(cudaSetDevice(device_));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
   gemm_ = std::make_unique<gemm_runner>();
 
   const int32_t max_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
@@ -91,9 +94,9 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
       if (b <= graph_max) buckets_.push_back(b);
   max_splits_ = kMaxSplits;
   split_tokens_cap_ = graph_max;
-  graph_split_len_ = std::max(512, (max_len + kMaxSplits - 1) / kMaxSplits);
-  graph_split_len_ = (graph_split_len_ + 31) / 32 * 32;
-  graph_splits_ = (max_len + graph_split_len_ - 1) / graph_split_len_;
+  // A graph launches as many splits as the eager policy could choose for any context up to
+  // max_len; each replay reads its own step's split length (splits past the context return).
+  graph_splits_ = max_len > 1024 ? std::min(kMaxSplits, (max_len + 511) / 512) : 1;
 
   // Activations and constants, sized for the capacities.
   const int64_t T = caps.tokens, S = caps.seqs, d = cfg_.n_embd, nq = int64_t{cfg_.n_head} * hd,
@@ -156,9 +159,14 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   blocks = std::min<int64_t>(blocks, int64_t{1} << 30);
   info_.num_kv_blocks = static_cast<int32_t>(blocks);
   layer_kv_elems_ = (blocks + 1) * cfg_.n_head_kv * o.block_size * hd;
-  kv_arena_ = device_arena(static_cast<size_t>(2 * cfg_.n_layer * layer_kv_elems_) * sizeof(bf16), "KV cache");
-  k_cache_ = kv_arena_.take<bf16>(cfg_.n_layer * layer_kv_elems_);
-  v_cache_ = kv_arena_.take<bf16>(cfg_.n_layer * layer_kv_elems_);
+  auto carve_kv = [&](device_arena& a) {  // sized by the same carving (V's start is 256-aligned)
+    k_cache_ = a.take<bf16>(cfg_.n_layer * layer_kv_elems_);
+    v_cache_ = a.take<bf16>(cfg_.n_layer * layer_kv_elems_);
+  };
+  device_arena measure_kv;
+  carve_kv(measure_kv);
+  kv_arena_ = device_arena(measure_kv.used(), "KV cache");
+  carve_kv(kv_arena_);
   CUDA_CHECK(cudaMemsetAsync(k_cache_, 0, kv_arena_.capacity(), stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -204,11 +212,19 @@ step_result cuda_executor::step(const step_plan& plan) {
   }
   const int32_t bucket = decode_only ? bucket_for(static_cast<int32_t>(plan.seqs.size())) : 0;
   const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks);
+  const bool graph_splits = bucket > 0 && graph_splits_ > 1 && bucket * cfg_.n_head_kv < 2 * sm_count_;
+  if (graph_splits) {
+    const int32_t len = split_len_for(sh.max_ctx);
+    meta_->set_split_len(len > 0 ? len : (info_.max_model_len + 31) / 32 * 32);  // 0: one split holds it all
+  }
   meta_->upload(sh, stream_);
-  if (bucket > 0)
-    run_graph(bucket, sh);
-  else
-    forward(sh, eager_split(sh));
+  if (bucket > 0) {
+    run_graph(bucket, sh, graph_splits);
+  } else {
+    const attn_split sp = eager_split(sh);
+    last_split_ = {false, sp.n_splits, sp.n_splits > 1 ? sp.split_len : 0, sh.max_ctx};
+    forward(sh, sp);
+  }
   if (n_sample > 0) {
     CUDA_CHECK(cudaMemcpyAsync(host_ids_.data(), out_ids_, sizeof(int32_t) * n_sample, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaMemcpyAsync(host_lp_.data(), out_lp_, sizeof(float) * n_sample, cudaMemcpyDeviceToHost, stream_));

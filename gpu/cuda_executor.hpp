@@ -45,6 +45,15 @@ public:
   std::vector<float> last_logits() const;
   /// One line: weights, activations and KV pool sizes, graph buckets.
   std::string memory_summary() const;
+  /// How the last step ran attention (tests and debugging): through a graph or eagerly, the
+  /// context split (splits launched, positions per split) and the longest context.
+  struct split_info {
+    bool graph = false;
+    int32_t n_splits = 1, split_len = 0, max_ctx = 0;
+    /// Splits that hold part of the longest context (the CTAs that do work per query tile).
+    int32_t active() const { return split_len > 0 ? (max_ctx + split_len - 1) / split_len : 1; }
+  };
+  const split_info& last_split() const { return last_split_; }
 
 private:
   void init(const model::gguf_file* f, const cuda_executor_options& o);
@@ -52,23 +61,35 @@ private:
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
   void forward(const step_shape& sh, const attn_split& split);
   attn_split eager_split(const step_shape& sh) const;
+  /// Positions per split for a step whose longest context is max_ctx (0: do not split).
+  int32_t split_len_for(int32_t max_ctx) const;
   int32_t bucket_for(int32_t batch) const;
-  void run_graph(int32_t bucket, const step_shape& sh);
+  void run_graph(int32_t bucket, const step_shape& sh, bool split);
 
   model::llama_config cfg_;
   executor_info info_;
   cuda_executor_options opt_;
   int32_t device_ = 0, sm_count_ = 0;
-  cudaStream_t stream_ = nullptr;
+  /// Owns the stream, so that a constructor that throws after creating it releases it too.
+  struct stream_holder {
+    cudaStream_t s = nullptr;
+    stream_holder() = default;
+    stream_holder(const stream_holder&) = delete;
+    stream_holder& operator=(const stream_holder&) = delete;
+    ~stream_holder();
+    operator cudaStream_t() const { return s; }
+  };
+  stream_holder stream_;
   std::unique_ptr<gemm_runner> gemm_;
   device_arena weight_arena_, act_arena_, kv_arena_;
   device_weights w_;
   std::unique_ptr<step_meta_buffer> meta_;
   int32_t tile_tokens_ = 1, group_ = 1, max_splits_ = 1, split_tokens_cap_ = 0;
-  int32_t graph_split_len_ = 0, graph_splits_ = 1;
+  int32_t graph_splits_ = 1;
   std::vector<int32_t> buckets_;
   std::map<int32_t, cudaGraphExec_t> graphs_;
   int32_t last_samples_ = 0;
+  split_info last_split_;
 
   // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.seqs).
   float* x_ = nullptr;       // (T, d) residual stream

@@ -6,8 +6,9 @@
 // eager warm-up run first, so cuBLASLt has chosen its algorithms and the attention kernel's
 // shared-memory limit is set). Everything a graph reads per step (tokens, positions, block
 // tables, sampling parameters) sits at fixed addresses in the metadata buffer, uploaded before
-// the launch; attention's context split is fixed per bucket from max_model_len, and CTAs past
-// the real context return at once.
+// the launch, the attention split length included: a graph launches the most splits any context
+// up to max_model_len could use, each replay splits its own context as an eager step would, and
+// CTAs past the real context return at once.
 #include <algorithm>
 #include <cmath>
 
@@ -49,29 +50,35 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
 // Split the context when the step has few tiles (a few long decodes would leave most SMs idle):
 // about 512 positions per split, at most 32 splits, only for steps of up to split_tokens_cap_
 // tokens (the partials' workspace).
+int32_t cuda_executor::split_len_for(int32_t max_ctx) const {
+  if (max_ctx <= 1024) return 0;
+  const int32_t n = std::min(max_splits_, (max_ctx + 511) / 512);
+  const int32_t len = ((max_ctx + n - 1) / n + 31) / 32 * 32;
+  return (max_ctx + len - 1) / len > 1 ? len : 0;
+}
+
 attn_split cuda_executor::eager_split(const step_shape& sh) const {
   attn_split sp;
-  if (sh.tokens > split_tokens_cap_ || sh.max_ctx <= 1024 || sh.tiles * cfg_.n_head_kv >= 2 * sm_count_) return sp;
-  int32_t n = std::min(max_splits_, (sh.max_ctx + 511) / 512);
-  sp.split_len = ((sh.max_ctx + n - 1) / n + 31) / 32 * 32;
-  n = (sh.max_ctx + sp.split_len - 1) / sp.split_len;
-  if (n <= 1) return attn_split{};
-  sp.n_splits = n;
+  if (sh.tokens > split_tokens_cap_ || sh.tiles * cfg_.n_head_kv >= 2 * sm_count_) return sp;
+  sp.split_len = split_len_for(sh.max_ctx);
+  if (sp.split_len == 0) return attn_split{};
+  sp.n_splits = (sh.max_ctx + sp.split_len - 1) / sp.split_len;
   sp.part_o = part_o_;
   sp.part_ml = part_ml_;
   return sp;
 }
 
-void cuda_executor::run_graph(int32_t bucket, const step_shape& sh) {
+void cuda_executor::run_graph(int32_t bucket, const step_shape& sh, bool split) {
+  attn_split sp;
+  if (split) {
+    sp.n_splits = graph_splits_;
+    sp.split_len_dev = meta_->device().split_len;
+    sp.part_o = part_o_;
+    sp.part_ml = part_ml_;
+  }
+  last_split_ = {true, sp.n_splits, split ? meta_->split_len() : 0, sh.max_ctx};
   auto it = graphs_.find(bucket);
   if (it == graphs_.end()) {
-    attn_split sp;
-    if (bucket * cfg_.n_head_kv < 2 * sm_count_ && graph_splits_ > 1) {
-      sp.n_splits = graph_splits_;
-      sp.split_len = graph_split_len_;
-      sp.part_o = part_o_;
-      sp.part_ml = part_ml_;
-    }
     forward(sh, sp);  // warm-up on this step's own data (the graph recomputes the same values)
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));

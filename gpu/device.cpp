@@ -6,7 +6,7 @@
 
 namespace conveyor::gpu {
 
-bool cuda_device_available(std::string* why) {
+bool cuda_device_available(std::string* why, int ordinal) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
@@ -18,15 +18,19 @@ bool cuda_device_available(std::string* why) {
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }
+  if (ordinal < 0 || ordinal >= n) {
+    if (why) *why = "device " + std::to_string(ordinal) + " does not exist (" + std::to_string(n) + " CUDA device(s) found)";
+    return false;
+  }
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
-    if (why) *why = "cudaGetDeviceProperties failed on device 0";
+  if (cudaGetDeviceProperties(&p, ordinal) != cudaSuccess) {
+    if (why) *why = "cudaGetDeviceProperties failed on device " + std::to_string(ordinal);
     cudaGetLastError();
     return false;
   }
   if (p.major < 8) {
     if (why)
-      *why = std::string(p.name) + " has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
+      *why = "device " + std::to_string(ordinal) + ", " + std::string(p.name) + ", has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
              "; the CUDA executor needs 8.0 or newer (bf16)";
     return false;
   }

@@ -13,7 +13,7 @@ constexpr const char* no_cuda = "this conveyor was built without CUDA; install t
 
 bool cuda_build_available() { return false; }
 
-bool cuda_device_available(std::string* why) {
+bool cuda_device_available(std::string* why, int) {
   if (why) *why = no_cuda;
   return false;
 }

@@ -24,9 +24,16 @@ gemm_runner::~gemm_runner() {
 
 // Row-major C(m, n) = A(m, k) W(n, k)^T is column-major C^T(n, m) = W^T(n, k) A^T(k, m): W is a
 // column-major (k, n) matrix used transposed, A a column-major (k, m) one used as is ("TN").
-const gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta) {
-  const auto key = std::make_tuple(m, n, k, c_f32, beta != 0.0f);
+//
+// Plans are cached per class of m (the next power of two), not per m: a server meets every m up
+// to its token budget, and one cached plan per m would grow without bound. The algorithm is the
+// heuristic's choice for the class's largest m; A's and C's layouts take the exact m per call.
+gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta) {
+  int32_t m_class = 1;
+  while (m_class < m) m_class *= 2;
+  const auto key = std::make_tuple(m_class, n, k, c_f32, beta != 0.0f);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  m = m_class;
   plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
@@ -58,7 +65,10 @@ const gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool 
 void gemm_runner::run(const bf16* a, const bf16* w, void* c, bool c_f32, int32_t m, int32_t n, int32_t k, float beta,
                       cudaStream_t stream) {
   if (m <= 0) return;
-  const plan& p = get(m, n, k, c_f32, beta);
+  plan& p = get(m, n, k, c_f32, beta);
+  const uint64_t cols = static_cast<uint64_t>(m);  // host-side descriptors: fine during graph capture
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.a, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
   const float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.w, a, p.a, &beta, c, p.c, c, p.c, &p.algo, workspace_,
                               workspace_bytes_, stream));

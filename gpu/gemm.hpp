@@ -1,6 +1,6 @@
 // Linear layers through cuBLASLt: C(m, n) = A(m, k) * W(n, k)^T with bf16 A and W, f32
-// accumulation, and C in f32 or bf16. One algorithm per shape, chosen by cuBLASLt's heuristic
-// on first use and cached (the executor's shapes repeat every step).
+// accumulation, and C in f32 or bf16. One algorithm per shape class (n, k, output type, and m
+// rounded up to a power of two), chosen by cuBLASLt's heuristic on first use and cached.
 #pragma once
 
 #include <cublasLt.h>
@@ -25,13 +25,16 @@ public:
   void run(const bf16* a, const bf16* w, void* c, bool c_f32, int32_t m, int32_t n, int32_t k, float beta,
            cudaStream_t stream);
 
+  /// Cached plans (one per shape class; bounded, tests check it).
+  size_t plan_count() const { return plans_.size(); }
+
 private:
   struct plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t w = nullptr, a = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  const plan& get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta);
+  plan& get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -34,6 +34,7 @@ struct step_meta {
   const int32_t* tile_count = nullptr;     ///< [n_tiles] rows in the tile: one sequence, consecutive positions
   const int32_t* sample_rows = nullptr;    ///< [n_sample] token rows whose logits are sampled
   const sample_param* sampling = nullptr;  ///< [n_sample]
+  const int32_t* split_len = nullptr;      ///< [1] attention's positions per context split (graphs)
 };
 
 /// Paged KV cache geometry. One layer's K (and V) is
@@ -63,6 +64,9 @@ void launch_rope_kv_write(const step_meta& m, const float* qkv, const float2* ro
 struct attn_split {
   int32_t n_splits = 1;
   int32_t split_len = 0;  ///< positions per split, a multiple of 32
+  /// When set, the positions per split are read from here at run time (a graph replays with each
+  /// step's own split; splits past the context return at once).
+  const int32_t* split_len_dev = nullptr;
   float* part_o = nullptr;
   float* part_ml = nullptr;
 };

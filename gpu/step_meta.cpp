@@ -27,6 +27,7 @@ step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
   off_rows_ = place(sizeof(int32_t) * static_cast<size_t>(caps.seqs));
   off_blockoff_ = place(sizeof(int32_t) * (static_cast<size_t>(caps.seqs) + 2));
   off_sampling_ = place(sizeof(sample_param) * static_cast<size_t>(caps.seqs));
+  off_split_ = place(sizeof(int32_t));
   off_blocks_ = place(sizeof(int32_t) * static_cast<size_t>(caps.blocks + 1));
   total_ = at;
   void* h = nullptr;
@@ -45,7 +46,11 @@ step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
   dev_view_.seq_block_off = dev(off_blockoff_);
   dev_view_.sampling = reinterpret_cast<const sample_param*>(dev_ + off_sampling_);
   dev_view_.blocks = dev(off_blocks_);
+  dev_view_.split_len = dev(off_split_);
+  set_split_len(0);
 }
+
+void step_meta_buffer::set_split_len(int32_t positions) { *reinterpret_cast<int32_t*>(host_ + off_split_) = positions; }
 
 step_meta_buffer::~step_meta_buffer() {
   cudaFreeHost(host_);

@@ -6,6 +6,7 @@
 //   sample_rows                                                 int32 (cap.seqs)
 //   seq_block_off                                               int32 (cap.seqs + 2)
 //   sampling                                                    sample_param (cap.seqs)
+//   split_len                                                   int32 (1)
 //   blocks                                                      int32 (cap.blocks)   <- last: only
 //                                                               the used prefix is copied
 #pragma once
@@ -45,6 +46,9 @@ public:
   /// greedily and ignored. The plan must fit the capacities (checked by the caller).
   step_shape fill(const step_plan& plan, int32_t pad_to, int32_t tile_tokens, int32_t group, int32_t block_size,
                   int32_t pad_block);
+  /// Sets the step's attention split length (read by graphs through step_meta::split_len).
+  void set_split_len(int32_t positions);
+  int32_t split_len() const { return *reinterpret_cast<const int32_t*>(host_ + off_split_); }
   /// Copies the filled part to the device on `stream`.
   void upload(const step_shape& shape, cudaStream_t stream) const;
   /// Device pointers; the same for every step.
@@ -54,7 +58,7 @@ public:
 private:
   step_caps caps_;
   size_t off_tokens_ = 0, off_pos_ = 0, off_seq_ = 0, off_tfirst_ = 0, off_tcount_ = 0, off_rows_ = 0, off_blockoff_ = 0,
-         off_sampling_ = 0, off_blocks_ = 0, total_ = 0;
+         off_sampling_ = 0, off_split_ = 0, off_blocks_ = 0, total_ = 0;
   unsigned char* host_ = nullptr;
   unsigned char* dev_ = nullptr;
   step_meta dev_view_;

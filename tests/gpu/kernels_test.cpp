@@ -175,6 +175,33 @@ BOOST_AUTO_TEST_CASE(gemm_f32_and_bf16_outputs) {
   }
 }
 
+// Every batch size 1..200 through one runner: right products, and a bounded plan cache (one
+// plan per power-of-two class of m, not one per m: a server sees every m up to its token budget).
+BOOST_AUTO_TEST_CASE(gemm_plans_bounded_over_every_m) {
+  std::mt19937 rng(8);
+  gemm_runner g;
+  const int32_t n = 48, k = 64, max_m = 200;
+  std::vector<float> a_f, w_f;
+  dev_array<bf16_bits> a(random_bf16(rng, size_t(max_m) * k, 1.0f, &a_f)), w(random_bf16(rng, size_t(n) * k, 0.05f, &w_f));
+  dev_array<float> c(size_t(max_m) * n);
+  for (int32_t m = 1; m <= max_m; ++m) {
+    c.poison();
+    g.run(as_bf16(a), as_bf16(w), c.get(), true, m, n, k, 0.0f, nullptr);
+    if (m % 37 != 1 && m != max_m) continue;
+    const auto got = c.download();
+    std::vector<float> out(got.begin(), got.begin() + size_t(m) * n), ref(size_t(m) * n);
+    for (int32_t i = 0; i < m; ++i)
+      for (int32_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int32_t q = 0; q < k; ++q) acc += double(a_f[size_t(i) * k + q]) * w_f[size_t(j) * k + q];
+        ref[size_t(i) * n + j] = static_cast<float>(acc);
+      }
+    BOOST_TEST(rel_error(out, ref) < f32_bound, "m " << m);
+    if (m < max_m) BOOST_TEST(!all_finite(std::vector<float>(got.begin() + size_t(m) * n, got.end())));  // rows past m untouched
+  }
+  BOOST_TEST(g.plan_count() <= 9u, g.plan_count() << " cached GEMM plans for one (n, k)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 } // namespace conveyor::gpu::testing

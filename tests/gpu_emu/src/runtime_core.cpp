@@ -27,7 +27,7 @@ std::vector<device_config> default_devices() {
 
 void init_devices(state& s, const std::vector<device_config>& devs) {
   s.devices = devs;
-  s.max_dyn_smem.assign(devs.size(), {});
+  s.max_dyn_smem.resize(devs.size());  // attributes persist, as in a process (gpu/ caches what it set)
   while (s.legacy.size() < devs.size()) {
     auto* l = new CUstream_st();
     l->legacy = true;

@@ -20,8 +20,9 @@ struct device_config {
   int smem_optin = 232448;                ///< cudaDevAttrMaxSharedMemoryPerBlockOptin
 };
 
-/// Replaces the device list (default: one device_config{}); clears per-device function
-/// attributes and any sticky fault. Allocations stay valid.
+/// Replaces the device list (default: one device_config{}) and clears any sticky fault.
+/// Allocations and the function attributes set on device ordinals that remain stay valid (code
+/// under test caches what it set once per process and device, as it may on a GPU).
 void configure(const std::vector<device_config>& devices);
 const std::vector<device_config>& devices();
 
