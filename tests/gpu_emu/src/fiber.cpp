@@ -245,11 +245,11 @@ void run_block(runner& r) {
   r.slots.clear();
   r.dyn_end = (r.k->dyn_smem + 255) / 256 * 256;
   r.static_end = r.dyn_end;
-  std::memset(r.smem, 0xFF, r.k->dyn_smem);
 #if CONVEYOR_EMU_ASAN
   ASAN_UNPOISON_MEMORY_REGION(r.smem, r.k->dyn_smem);
   ASAN_POISON_MEMORY_REGION(r.smem + r.k->dyn_smem, kSmemBytes - r.k->dyn_smem);
 #endif
+  std::memset(r.smem, 0xFF, r.k->dyn_smem);
   const dim3 b = r.k->block;
   for (int i = 0; i < r.n; ++i) {
     fiber& f = r.fibers[static_cast<size_t>(i)];
