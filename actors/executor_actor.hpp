@@ -8,7 +8,8 @@
 
 namespace conveyor::actors {
 
-/// Spawns the executor actor on its own thread; it owns `ex` from now on.
-executor_actor spawn_executor(caf::actor_system& sys, std::shared_ptr<executor> ex);
+/// Spawns the executor actor on its own thread (detached: a step may take long); it owns `ex`
+/// from now on. `detached` false runs it on CAF's scheduler (the actor tests' deterministic one).
+executor_actor spawn_executor(caf::actor_system& sys, std::shared_ptr<executor> ex, bool detached = true);
 
 } // namespace conveyor::actors

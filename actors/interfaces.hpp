@@ -1,11 +1,14 @@
 // Every actor of the runtime and every message it takes, one comment each. Read this first.
 //
-//   intake thread ──spawn──▶ request actor ──submit──▶ scheduler actor ──step──▶ executor actor
-//        │  ▲                  ▲     │                   │  (engine::scheduler: policy, KV blocks)
-//        │  └─start reply──────┘     └──publish──▶ publisher actor ◀──fetch── intake thread
-//        └─cancel/status/stats──▶ scheduler            (PUB socket, per-job event logs, sys/ heartbeat)
+//   intakes ──inbound──▶ front actor ──spawn, start──▶ request actor ──submit──▶ scheduler actor ──step──▶ executor
+//   (ROUTER, PULL:           │ cancel/status/stats ─────────────────────────────▶   │ (engine::job_table)
+//    decode, never block)    │ fetch ──▶ publisher ◀──event── request actor ◀──tokens, end──┘
+//   replies go back through the intake's reply channel, sent on the socket's own thread.
 //
-// Policy lives in engine/; these actors only move values between it, the model and the sockets.
+// Policy lives in engine/ (job_table: admission, ids, states, flow control; scheduler: steps,
+// KV blocks); these actors only move values between it, the model and the sockets.
+// Atom names start with the receiver: f_ front, r_ request, s_ scheduler, x_ executor,
+// p_ publisher.
 // NOTE: the KV-block allocator is not a separate actor: engine::scheduler owns the block pool
 // and prefix cache, because admission and preemption need its answers synchronously inside one
 // schedule() call; a separate actor would add a round trip per step and split one policy in two.
@@ -17,25 +20,28 @@
 
 namespace conveyor::actors {
 
-using start_atom = caf::atom_constant<caf::atom("start")>;
-using submit_atom = caf::atom_constant<caf::atom("submit")>;
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
-using finish_atom = caf::atom_constant<caf::atom("finish")>;
-using status_atom = caf::atom_constant<caf::atom("status")>;
-using stats_atom = caf::atom_constant<caf::atom("stats")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
-using drain_atom = caf::atom_constant<caf::atom("drain")>;
-using step_atom = caf::atom_constant<caf::atom("step")>;
-using token_atom = caf::atom_constant<caf::atom("token")>;
-using finished_atom = caf::atom_constant<caf::atom("finished")>;
-using publish_atom = caf::atom_constant<caf::atom("publish")>;
-using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using f_inbound_atom = caf::atom_constant<caf::atom("f_inbound")>;
+using r_start_atom = caf::atom_constant<caf::atom("r_start")>;
+using r_tokens_atom = caf::atom_constant<caf::atom("r_tokens")>;
+using r_end_atom = caf::atom_constant<caf::atom("r_end")>;
+using s_submit_atom = caf::atom_constant<caf::atom("s_submit")>;
+using s_cancel_atom = caf::atom_constant<caf::atom("s_cancel")>;
+using s_stop_atom = caf::atom_constant<caf::atom("s_stop")>;
+using s_status_atom = caf::atom_constant<caf::atom("s_status")>;
+using s_stats_atom = caf::atom_constant<caf::atom("s_stats")>;
+using s_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
+using s_drain_atom = caf::atom_constant<caf::atom("s_drain")>;
+using s_drained_atom = caf::atom_constant<caf::atom("s_drainend")>;
+using x_step_atom = caf::atom_constant<caf::atom("x_step")>;
+using p_event_atom = caf::atom_constant<caf::atom("p_event")>;
+using p_fetch_atom = caf::atom_constant<caf::atom("p_fetch")>;
+using p_tick_atom = caf::atom_constant<caf::atom("p_tick")>;
 
 /// The executor actor: detached (its own thread), owns the model and the device.
 using executor_actor = caf::typed_actor<
     // scheduler -> executor: run one fused step; replies with its result, or an error when the
     // device failed (the scheduler then fails every live job and the runtime exits non-zero).
-    caf::replies_to<step_atom, step_plan>::with<step_result>>;
+    caf::replies_to<x_step_atom, step_plan>::with<step_result>>;
 
 /// The publisher actor: detached, owns the PUB socket and the retention buffer `fetch` reads.
 using publisher_actor = caf::typed_actor<
@@ -43,58 +49,61 @@ using publisher_actor = caf::typed_actor<
     // log and send it on "job/<id>/". `terminal` marks the job's last event. A tokens event
     // arrives as a request delegated by the request actor; the empty reply acknowledges it to
     // the scheduler.
-    caf::reacts_to<publish_atom, std::string, std::string, bool>,
-    // request actor / intake -> publisher: send an event without logging it (a PULL job's
+    caf::reacts_to<p_event_atom, std::string, schemas::wire_bytes, bool>,
+    // request / front actor -> publisher: send an event without logging it (a PUSHed job's
     // rejection: the job never existed, so there is nothing to fetch).
-    caf::reacts_to<publish_atom, std::string, std::string>,
-    // intake -> publisher: events [from_seq, from_seq + max_events) of a job, for gap repair.
-    caf::replies_to<fetch_atom, std::string, int64_t, int64_t>::with<fetch_result>,
-    // self, every second: publish the sys/ heartbeat and drop expired logs.
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<p_event_atom, std::string, schemas::wire_bytes>,
+    // front actor -> publisher: events [from_seq, from_seq + max_events) of a job.
+    caf::replies_to<p_fetch_atom, std::string, int64_t, int64_t>::with<fetch_result>,
+    // self, every heartbeat period: publish the sys/ heartbeat and drop expired logs.
+    caf::reacts_to<p_tick_atom>>;
 
-/// The scheduler actor: owns engine::scheduler (queue, running set, KV blocks, prefix cache)
-/// and the job-id registry; runs the schedule -> step -> update loop.
+/// The scheduler actor: owns engine::job_table (and through it the scheduler, KV blocks and
+/// prefix cache); runs the schedule -> step -> update loop.
 using scheduler_actor = caf::typed_actor<
-    // request actor -> scheduler: queue a tokenized job; answers accepted (with its seq id) or
-    // rejected (overloaded, duplicate, shutting_down, bad_request).
-    caf::replies_to<submit_atom, submission>::with<submit_answer>,
-    // intake -> scheduler: cancel a job by id; replies with its state afterwards ("" = unknown).
-    caf::replies_to<cancel_atom, std::string>::with<job_status>,
+    // request / front actor -> scheduler: admit a job; answers its seq id or the refusal.
+    caf::replies_to<s_submit_atom, submission>::with<submit_answer>,
+    // front actor -> scheduler: cancel a job by id; replies with its state afterwards.
+    caf::replies_to<s_cancel_atom, std::string>::with<job_status>,
     // request actor -> scheduler: a stop string matched; end the sequence with reason stop.
-    caf::reacts_to<finish_atom, seq_id>,
-    // intake -> scheduler: where a job is (state "" when the id is unknown or forgotten).
-    caf::replies_to<status_atom, std::string>::with<job_status>,
-    // intake / publisher / the /metrics HTTP thread -> scheduler: counters and gauges.
-    caf::replies_to<stats_atom>::with<runtime_stats>,
+    caf::reacts_to<s_stop_atom, seq_id>,
+    // front actor -> scheduler: where a job is.
+    caf::replies_to<s_status_atom, std::string>::with<job_status>,
+    // front / publisher / the /metrics thread -> scheduler: counters and gauges.
+    caf::replies_to<s_stats_atom>::with<serving_stats>,
     // self: run one iteration when idle.
-    caf::reacts_to<tick_atom>,
-    // main -> scheduler: refuse new jobs, let running ones finish for `timeout_s`, cancel the
+    caf::reacts_to<s_tick_atom>,
+    // runtime -> scheduler: refuse new jobs, let live ones finish for `timeout_s`, cancel the
     // rest; replies once nothing is live.
-    caf::replies_to<drain_atom, double>::with<bool>,
-    // self, `timeout_s` after drain began: cancel every job still live.
-    caf::reacts_to<drain_atom>>;
+    caf::replies_to<s_drain_atom, double>::with<bool>,
+    // self, `timeout_s` after the drain began: cancel every job still live.
+    caf::reacts_to<s_drained_atom>>;
 
-/// The request actor: one per job. Tokenizes, detokenizes incrementally, checks stop strings,
-/// numbers and publishes the job's events.
+/// The request actor: one per job. Tokenizes, answers the submit, detokenizes incrementally,
+/// checks stop strings, numbers and publishes the job's events.
 using request_actor = caf::typed_actor<
-    // intake -> request actor: validate, tokenize and submit; replies with the scheduler's answer
-    // (also for too_long / bad_request found while tokenizing).
-    caf::replies_to<start_atom>::with<submit_answer>,
+    // front actor -> request actor: tokenize, submit to the scheduler, answer the producer.
+    caf::reacts_to<r_start_atom>,
     // scheduler -> request actor: new tokens of this job. Sent as a request: the reply, which
     // the request actor delegates to the publisher, comes once the resulting event is on the
-    // PUB socket; until then the scheduler holds the job's newer tokens (flow control).
-    caf::reacts_to<token_atom, token_batch>,
+    // PUB socket; until then the job table holds the job's newer tokens (flow control).
+    caf::reacts_to<r_tokens_atom, token_batch>,
     // scheduler -> request actor: the job ended; publish `done` (or `error`) and quit.
-    caf::reacts_to<finished_atom, finish_info>>;
+    caf::reacts_to<r_end_atom, job_end>>;
+
+/// The front actor: one, stateless; takes every request an intake delivers and answers it
+/// (spawning a request actor per submit) without ever blocking an intake thread.
+using front_actor = caf::typed_actor<caf::reacts_to<f_inbound_atom, inbound>>;
 
 } // namespace conveyor::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::step_plan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::step_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::token_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::job_end)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::serving_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::inbound)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::submission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::submit_answer)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::token_batch)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::finish_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::fetch_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::runtime_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::job_status)

@@ -43,6 +43,12 @@ void metrics::count_rejection(std::string_view code) {
   ++data_.rejected[std::string(code)];
 }
 
+void metrics::count_rejected_submit(std::string_view code) {
+  std::lock_guard lock(mu_);
+  ++data_.rejected[std::string(code)];
+  ++data_.rejected_submits;
+}
+
 void metrics::count_finished(std::string_view reason, const request_latencies& l) {
   std::lock_guard lock(mu_);
   ++data_.finished[std::string(reason)];
@@ -57,11 +63,10 @@ void metrics::count_failed() {
   ++data_.failed;
 }
 
-void metrics::observe_itl(double gap_s, int64_t tokens) {
-  if (tokens <= 0) return;
-  const double each = gap_s / static_cast<double>(tokens);
+void metrics::observe_itl_gaps(const std::vector<double>& gaps_s) {
+  if (gaps_s.empty()) return;
   std::lock_guard lock(mu_);
-  data_.itl.observe(each, static_cast<uint64_t>(tokens));
+  for (double g : gaps_s) data_.itl.observe(g);
 }
 
 metrics_snapshot metrics::snapshot() const {
@@ -138,14 +143,16 @@ private:
 
 } // namespace
 
-std::string render_prometheus(const metrics_snapshot& m, const scheduler_numbers& s) {
+std::string render_prometheus(const metrics_snapshot& m, const serving_stats& s) {
   writer w;
   w.scalar("num_requests_running", "gauge", "Number of requests in model execution batches.", static_cast<double>(s.running));
-  w.scalar("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", static_cast<double>(s.waiting));
+  w.scalar("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", static_cast<double>(s.queued));
   w.scalar("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage);
-  w.scalar("prompt_tokens_total", "counter", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens));
-  w.scalar("generation_tokens_total", "counter", "Number of generation tokens processed.", static_cast<double>(s.generation_tokens));
-  w.scalar("num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.", static_cast<double>(s.preemptions));
+  w.scalar("prompt_tokens_total", "counter", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens_total));
+  w.scalar("generation_tokens_total", "counter", "Number of generation tokens processed.",
+           static_cast<double>(s.completion_tokens_total));
+  w.scalar("num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.",
+           static_cast<double>(s.preemptions_total));
   w.labelled("request_success_total", "Count of finished requests (done events), by finish reason.", "finished_reason", m.finished);
   w.labelled("request_rejected_total", "Count of error replies and rejected submits, by error code.", "code", m.rejected);
   w.scalar("request_failed_total", "counter", "Count of accepted requests that ended with an error event.", static_cast<double>(m.failed));

@@ -1,9 +1,9 @@
 // The runtime's Prometheus metrics: counters and histograms that the request actors and the
 // intake thread fill, and the text exposition /metrics serves (and the `stats` op repeats).
 // Thread-safe behind one mutex; std only, so the unit tier links it without CAF.
-// NOTE: the gauges and the token / preemption counters are not kept here. The scheduler actor
-// already counts them (runtime_stats); the caller passes them in as `scheduler_numbers` at scrape
-// time, so nothing is counted twice.
+// NOTE: the gauges and the token / preemption counters are not kept here. The job table already
+// counts them (serving_stats); the caller passes them in at scrape time, so nothing is counted
+// twice.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/job_types.hpp"
 
 namespace conveyor::actors {
 
@@ -44,13 +46,6 @@ struct request_latencies {
   double queue_s = 0.0;
 };
 
-/// Numbers the scheduler actor owns (from runtime_stats), read at scrape time.
-struct scheduler_numbers {
-  int64_t running = 0, waiting = 0;
-  double kv_usage = 0.0;  ///< used KV blocks / all KV blocks, [0, 1]
-  int64_t prompt_tokens = 0, generation_tokens = 0, preemptions = 0;
-};
-
 /// A histogram with its exposition name (without the conveyor_ prefix) and help text.
 struct named_histogram {
   const char* name;
@@ -63,6 +58,7 @@ struct metrics_snapshot {
   std::map<std::string, uint64_t> rejected;  ///< error replies and rejection events, by code
   std::map<std::string, uint64_t> finished;  ///< done events, by finish reason
   uint64_t failed = 0;                       ///< accepted jobs that ended with an error event
+  uint64_t rejected_submits = 0;             ///< submits refused (ROUTER reply or PULL), any code
   histogram_data ttft{metric_buckets::ttft}, tpot{metric_buckets::per_token}, itl{metric_buckets::per_token},
       e2e{metric_buckets::request_latency}, queue{metric_buckets::request_latency};
 
@@ -76,15 +72,15 @@ public:
   metrics();
   /// An error reply (ROUTER) or rejection (PULL) with this wire code.
   void count_rejection(std::string_view code);
+  /// A refused submit (ROUTER error reply or PULL rejection) with this wire code: counted in
+  /// `rejected` and in `rejected_submits` (stats.jobs_rejected).
+  void count_rejected_submit(std::string_view code);
   /// A done event with this finish reason, and its request's latencies.
   void count_finished(std::string_view reason, const request_latencies& l);
   /// An accepted job that ended with an error event (the executor failed).
   void count_failed();
-  /// A token batch of one request that arrived `gap_s` after its previous one: `tokens`
-  /// inter-token gaps of gap_s / tokens each. (The event path coalesces a job's tokens while it
-  /// lags, so a batch may hold several; spreading keeps one observation per token after the
-  /// first and the sum equal to first-to-last token time.)
-  void observe_itl(double gap_s, int64_t tokens = 1);
+  /// Inter-token gaps as the engine timed them (one per token after a request's first).
+  void observe_itl_gaps(const std::vector<double>& gaps_s);
   metrics_snapshot snapshot() const;
 
 private:
@@ -93,7 +89,7 @@ private:
 };
 
 /// The Prometheus text exposition (format 0.0.4) of `m` and `s`, names prefixed conveyor_.
-std::string render_prometheus(const metrics_snapshot& m, const scheduler_numbers& s);
+std::string render_prometheus(const metrics_snapshot& m, const serving_stats& s);
 /// A label value with backslash, double quote and newline escaped.
 std::string escape_label_value(std::string_view v);
 /// A sample value as Prometheus writes it: integers without a point, +Inf/-Inf/NaN spelled out.

@@ -11,7 +11,7 @@ namespace conveyor::actors {
 namespace {
 
 struct job_log {
-  std::vector<std::string> events;
+  std::vector<schemas::wire_bytes> events;
   bool complete = false;
 };
 
@@ -27,6 +27,8 @@ struct publisher_state {
 
 using self_ptr = publisher_actor::stateful_pointer<publisher_state>;
 
+std::string_view as_view(const schemas::wire_bytes& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
 void prune(publisher_state& st, double now) {
   while (!st.completed.empty() &&
          (st.completed.front().first + st.cfg.retention_s < now || st.completed.size() > st.cfg.max_retained_jobs)) {
@@ -36,19 +38,18 @@ void prune(publisher_state& st, double now) {
 }
 
 void heartbeat(self_ptr self) {
-  self->request(self->state.sched, std::chrono::seconds(1), stats_atom::value)
-      .then([self](const runtime_stats& s) {
+  self->request(self->state.sched, std::chrono::seconds(1), s_stats_atom::value)
+      .then([self](const serving_stats& s) {
         auto& st = self->state;
         schemas::heartbeat_event hb;
         hb.seq = st.heartbeat_seq++;
         hb.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         hb.status = s.draining ? schemas::server_status::draining : schemas::server_status::serving;
         hb.running = s.running;
-        hb.waiting = s.waiting;
+        hb.waiting = s.queued;
         hb.kv_usage = s.kv_usage;
         hb.tokens_per_s = s.tokens_per_s;
-        const auto bytes = schemas::encode(hb);
-        st.pub->send(schemas::heartbeat_topic, {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+        st.pub->send(schemas::heartbeat_topic, as_view(schemas::encode(hb)));
       },
       [](const caf::error&) {});  // the scheduler is busy or gone: skip this beat
 }
@@ -58,22 +59,22 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
   self->state.pub = std::move(pub);
   self->state.sched = std::move(sched);
   self->state.cfg = cfg;
-  self->send(self, tick_atom::value);
+  self->send(self, p_tick_atom::value);
   return {
-      [self](publish_atom, const std::string& job_id, const std::string& event, bool terminal) {
+      [self](p_event_atom, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
         auto& st = self->state;
         job_log& log = st.logs[job_id];
-        log.events.push_back(event);
-        st.pub->send(schemas::topic_for(job_id), event);
+        st.pub->send(schemas::topic_for(job_id), as_view(event));
+        log.events.push_back(std::move(event));
         if (terminal && !log.complete) {
           log.complete = true;
           st.completed.emplace_back(now_s(), job_id);
         }
       },
-      [self](publish_atom, const std::string& job_id, const std::string& event) {
-        self->state.pub->send(schemas::topic_for(job_id), event);
+      [self](p_event_atom, const std::string& job_id, const schemas::wire_bytes& event) {
+        self->state.pub->send(schemas::topic_for(job_id), as_view(event));
       },
-      [self](fetch_atom, const std::string& job_id, int64_t from, int64_t max_events) -> fetch_result {
+      [self](p_fetch_atom, const std::string& job_id, int64_t from, int64_t max_events) -> fetch_result {
         fetch_result r;
         auto it = self->state.logs.find(job_id);
         if (it == self->state.logs.end()) return r;
@@ -86,10 +87,10 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
         r.complete = it->second.complete && end == n;
         return r;
       },
-      [self](tick_atom) {
+      [self](p_tick_atom) {
         prune(self->state, now_s());
         heartbeat(self);
-        self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), tick_atom::value);
+        self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), p_tick_atom::value);
       },
   };
 }
@@ -97,7 +98,8 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
 } // namespace
 
 publisher_actor spawn_publisher(caf::actor_system& sys, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                const publisher_config& cfg) {
+                                const publisher_config& cfg, bool detached) {
+  if (!detached) return sys.spawn(publisher_impl, std::move(pub), std::move(sched), cfg);
   return sys.spawn<caf::detached>(publisher_impl, std::move(pub), std::move(sched), cfg);
 }
 

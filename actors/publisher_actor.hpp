@@ -22,7 +22,8 @@ struct publisher_config {
 /// Spawns the publisher; it takes over `pub` (bound by the caller so the endpoint is known
 /// before start-up; only the publisher's thread touches it afterwards). It asks `sched` for the
 /// numbers of each heartbeat.
+/// `detached` false runs it on CAF's scheduler (the actor tests' deterministic one).
 publisher_actor spawn_publisher(caf::actor_system& sys, std::shared_ptr<transport::pub_socket> pub,
-                                scheduler_actor sched, const publisher_config& cfg);
+                                scheduler_actor sched, const publisher_config& cfg, bool detached = true);
 
 } // namespace conveyor::actors

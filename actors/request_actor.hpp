@@ -1,8 +1,11 @@
-// The request actor: one per job. Turns the job's input into prompt tokens (chat template for
-// `messages`), submits it to the scheduler, turns its tokens into text deltas that never split
-// a UTF-8 character nor show a stop string, and publishes the job's numbered events.
+// The request actor: one per job, spawned by the front actor. Turns the job's input into prompt
+// tokens (chat template for `messages`) on CAF's worker pool, never on an intake thread; submits
+// it to the scheduler; answers the producer (reply, or for a PUSHed job its first event); turns
+// its tokens into text deltas that never split a UTF-8 character nor show a stop string; and
+// publishes the job's numbered events.
 #pragma once
 
+#include <atomic>
 #include <vector>
 
 #include "actors/interfaces.hpp"
@@ -12,17 +15,26 @@
 
 namespace conveyor::actors {
 
-struct request_context {
-  const model::tokenizer* tok = nullptr;  // shared, read-only
+/// What the front and request actors share; everything here outlives the actor system.
+struct front_context {
+  const model::tokenizer* tok = nullptr;  // read-only
   scheduler_actor sched;
   publisher_actor pub;
-  int32_t max_model_len = 0;
-  metrics* registry = nullptr;  // shared, thread-safe; null: nothing is counted
+  metrics* registry = nullptr;  // thread-safe; null: nothing is counted
+  std::string model_name;
+  const std::atomic<bool>* draining = nullptr;  // set once the runtime drains (health)
+  std::atomic<int64_t>* live_requests = nullptr;  // request actors alive (the drain waits for 0)
 };
 
-/// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock).
-/// from_pull: the job came over PULL, so a rejection is published as its only event.
-request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, bool from_pull,
-                            const request_context& ctx);
+/// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock) and starts
+/// it. The answer goes to `to` (a PUSHed job: `to` is fire-and-forget, and the answer is the
+/// job's first event).
+request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, transport::reply_to to,
+                            const front_context& ctx);
+
+/// Counts a refused submit and tells the producer: an error reply, or over PULL an error event
+/// on the job's topic, unless the refusal is `duplicate` (that topic belongs to the existing job)
+/// or the id is empty (nobody could hear it).
+void refuse_submit(const front_context& ctx, const transport::reply_to& to, const std::string& job_id, const refusal& why);
 
 } // namespace conveyor::actors

@@ -1,6 +1,8 @@
-// The whole serving runtime in one object: ZeroMQ context, actor system, the actors, the intake
-// thread. `conveyor serve` and the integration tests both build one. Member order is the
-// shutdown order (reverse): intake thread, actors, actor system, then the ZeroMQ context.
+// The whole serving runtime in one object: ZeroMQ context, the bound sockets, the actor system,
+// the actors, the intake threads. `conveyor serve` and the integration tests both build one.
+// Every socket is bound before the actor system exists, so a taken port fails start-up with
+// nothing to unwind. Member order is the destruction order (reverse): actors and actor system,
+// then the intakes (actors may reply into them until the end), the ZAP handler, the context.
 #pragma once
 
 #include <atomic>
@@ -10,7 +12,7 @@
 
 #include <zmq.hpp>
 
-#include "actors/intake_handler.hpp"
+#include "actors/front_actor.hpp"
 #include "actors/metrics.hpp"
 #include "actors/publisher_actor.hpp"
 #include "actors/runtime_control.hpp"
@@ -19,6 +21,7 @@
 #include "engine/executor.hpp"
 #include "transport/curve.hpp"
 #include "transport/metrics_http.hpp"
+#include "transport/zmq_intake.hpp"
 
 namespace conveyor::actors {
 
@@ -47,8 +50,8 @@ struct runtime_options {
 
 class runtime {
 public:
-  /// Opens the trace file when asked (throws trace_error), binds the sockets (throws
-  /// transport::bind_error), spawns the actors and starts serving.
+  /// Opens the trace file when asked (throws trace_error), binds every socket (throws
+  /// transport::bind_error), then spawns the actors and starts serving.
   /// `tok` must outlive the runtime; the executor's KV pool size sets the scheduler's blocks.
   runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok);
   ~runtime();
@@ -75,6 +78,11 @@ private:
   std::optional<std::string> render_metrics();
 
   zmq::context_t zmq_;
+  std::unique_ptr<transport::zap_authenticator> zap_;  // CURVE on: before any socket binds
+  std::unique_ptr<transport::metrics_http> http_;
+  std::shared_ptr<transport::pub_socket> pub_sock_;  // bound here, then the publisher's alone
+  std::unique_ptr<transport::router_intake> router_intake_;
+  std::unique_ptr<transport::pull_intake> pull_intake_;
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
@@ -85,9 +93,8 @@ private:
   std::optional<executor_actor> executor_;
   std::optional<scheduler_actor> scheduler_;
   std::optional<publisher_actor> publisher_;
-  std::unique_ptr<intake_handler> handler_;
-  std::unique_ptr<transport::intake> intake_;
-  std::unique_ptr<transport::metrics_http> http_;
+  std::optional<front_actor> front_;
+  std::unique_ptr<front_door> door_;
   std::string router_, pub_, pull_;
   bool stopped_ = false;
 };

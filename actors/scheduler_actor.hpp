@@ -1,7 +1,7 @@
-// The scheduler actor: engine::scheduler behind a mailbox. Each iteration it plans a step, sends
-// it to the executor actor, applies the result and forwards each job's tokens to its request
-// actor. It also keeps the job-id registry (live ids, and recently finished ones so that a
-// resubmitted id is not run twice).
+// The scheduler actor: engine::job_table behind a mailbox. Each iteration it asks the table for
+// a step's plan, sends it to the executor actor, hands the result back to the table and
+// delivers the table's outputs (token batches, job ends) to the jobs' request actors. Every
+// rule (admission, ids, states, flow control) is the table's; this file only moves values.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 #include "engine/config.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace conveyor {
@@ -71,6 +73,11 @@ std::string validate_engine_config(const scheduler_config& sched, const cache_co
            std::to_string(cache.block_size) + " = " + std::to_string(capacity) +
            " tokens); lower max_model_len or give the pool more blocks";
   return {};
+}
+
+int32_t default_max_model_len(int32_t model_context, int32_t pool_tokens) {
+  const int32_t share = pool_tokens / min_seqs_in_pool;
+  return std::max<int32_t>(1, std::min(model_context, share));
 }
 
 } // namespace conveyor

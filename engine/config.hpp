@@ -75,6 +75,14 @@ struct cache_config {
   std::string validate() const;
 };
 
+/// The fairness rule for the KV pool: unless the operator sets max_model_len, one sequence may
+/// grow to at most a quarter of the pool, so that a single job (say max_tokens 2^31-1) can never
+/// hold the pool while others queue; at least four sequences of max_model_len fit at once.
+inline constexpr int32_t min_seqs_in_pool = 4;
+/// max_model_len when the operator gave none (0): the model's context, capped at
+/// pool_tokens / min_seqs_in_pool (and at least 1).
+int32_t default_max_model_len(int32_t model_context, int32_t pool_tokens);
+
 /// Cross-field checks for a scheduler over a pool of `num_kv_blocks` blocks: each struct's own
 /// validate(), then that the pool holds at least one sequence of max_model_len tokens.
 /// Returns an empty string when valid.

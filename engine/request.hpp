@@ -62,8 +62,11 @@ enum class finish_reason {
 enum class reject_reason {
   /// The queue is at max_num_queued_reqs or max_num_queued_tokens; the caller may retry later.
   overloaded,
-  /// The job can never run here (empty or too long prompt, bad stop or sampling parameters).
+  /// The job can never run here (empty prompt, bad stop or sampling parameters).
   invalid,
+  /// The prompt leaves no room for one output token within max_model_len (the one prompt-length
+  /// rule: prompt tokens < max_model_len).
+  too_long,
   /// A job with this seq id is already live.
   duplicate_id,
 };

@@ -21,10 +21,11 @@ submit_result scheduler::submit(request req, double now_s) {
   if (seqs_.count(req.id) != 0)
     return rejected(reject_reason::duplicate_id, "seq " + std::to_string(req.id) + " is live");
   if (prompt_len == 0) return rejected(reject_reason::invalid, "the prompt is empty");
-  if (prompt_len > cfg_.max_model_len)
-    return rejected(reject_reason::invalid, "the prompt has " + std::to_string(prompt_len) +
-                                                " tokens; max_model_len is " +
-                                                std::to_string(cfg_.max_model_len));
+  if (prompt_len >= cfg_.max_model_len)
+    return rejected(reject_reason::too_long, "prompt: " + std::to_string(prompt_len) +
+                                                 " tokens; this server's max_model_len is " +
+                                                 std::to_string(cfg_.max_model_len) +
+                                                 " (prompt + output); shorten the prompt");
   if (auto e = req.stop.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
   if (auto e = req.sampling.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
   if (cfg_.max_num_queued_reqs && static_cast<int64_t>(waiting_.size()) >= *cfg_.max_num_queued_reqs)

@@ -1,5 +1,7 @@
 #include "model/cpu_executor.hpp"
 
+#include <unistd.h>
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -33,6 +35,12 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   if (blocks < 1 || blocks > (int64_t{1} << 30))
     throw model_error("kv_cache_bytes " + std::to_string(o.kv_cache_bytes) + " holds no KV block (one block takes " +
                       std::to_string(per_block) + " bytes); raise kv_cache_bytes");
+  // A pool the machine cannot hold fails here with the setting's name, not as bad_alloc later.
+  const int64_t phys = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (phys > 0 && blocks * per_block > phys)
+    throw model_error("the KV cache would take " + std::to_string(blocks * per_block) + " bytes (" + std::to_string(blocks) +
+                      " blocks of " + std::to_string(per_block) + "), more than this machine's " + std::to_string(phys) +
+                      " bytes of memory; lower kv_cache_bytes (or num_kv_blocks)");
   info_.num_kv_blocks = static_cast<int32_t>(blocks);
   info_.block_size = o.block_size;
   info_.vocab_size = cfg_.vocab_size;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/unicode_bytes.hpp"
+
 namespace conveyor::model {
 
 text_stream::text_stream(const tokenizer& tok, std::vector<std::string> stop_strings) : detok_(tok) {
@@ -9,8 +11,11 @@ text_stream::text_stream(const tokenizer& tok, std::vector<std::string> stop_str
     if (!s.empty()) stops_.push_back(std::move(s));
 }
 
-void text_stream::append(const std::string& delta) {
-  if (stopped_ || delta.empty()) return;
+void text_stream::append(const std::string& raw) {
+  if (stopped_ || raw.empty()) return;
+  // Every published string is UTF-8: bytes that are not (a model can emit any byte sequence;
+  // a job can end inside a character) become U+FFFD, one per byte.
+  const std::string delta = sanitize_utf8(raw);
   const size_t old = text_.size();
   text_ += delta;
   size_t cut = std::string::npos;

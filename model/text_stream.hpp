@@ -1,5 +1,6 @@
 // A job's output text as it grows token by token: incremental detokenization that never splits
-// a UTF-8 character, stop strings (the text ends just before the first one found), and
+// a UTF-8 character and is always valid UTF-8 (invalid bytes, and the bytes of a character cut
+// off by the end of generation, become U+FFFD), stop strings (the text ends just before the first one found), and
 // hold-back of a tail that could still become a stop string, so no client ever sees one.
 #pragma once
 
@@ -17,7 +18,8 @@ public:
   /// Appends one token. Returns true when a stop string appeared: the text is cut right before
   /// it and later tokens are ignored.
   bool push(token_id id);
-  /// End of generation: releases bytes held for an incomplete character (and checks them too).
+  /// End of generation: releases bytes held for an incomplete character, each as U+FFFD (and
+  /// checks them against the stop strings too).
   void finish();
   bool stopped() const { return stopped_; }
 
@@ -28,7 +30,7 @@ public:
   const std::string& full_text() const { return text_; }
 
 private:
-  void append(const std::string& delta);
+  void append(const std::string& raw);
 
   stream_decoder detok_;
   std::vector<std::string> stops_;

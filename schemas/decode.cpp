@@ -1,5 +1,6 @@
 // decode_request(): bounded msgpack parse, then per-op validation. A refusal inside is thrown as
 // detail::refusal and turned into a decode_error here; nothing escapes.
+#include <algorithm>
 #include <limits>
 #include <new>
 
@@ -109,7 +110,7 @@ fetch_request read_fetch(const field_map& f, const decode_limits& limits) {
   return r;
 }
 
-decode_result read_request(const msgpack::object& top, const decode_limits& limits, std::string& id) {
+decode_result read_request(const msgpack::object& top, const decode_limits& limits, std::string& id, bool& submit) {
   field_map f(top, "");
   // Remember a valid id early, so later refusals can still be addressed to the job.
   if (std::string maybe; f.find("id") && f.find("id")->type == msgpack::type::STR) {
@@ -118,19 +119,24 @@ decode_result read_request(const msgpack::object& top, const decode_limits& limi
   }
   std::string op;
   if (!f.read("op", op)) refuse("op", "op is required");
-  if (op == "submit") return read_submit(f, limits);
+  submit = op == "submit";
+  if (submit) return read_submit(f, limits);
   if (op == "cancel") return cancel_request{read_id(f)};
   if (op == "status") return status_request{read_id(f)};
   if (op == "fetch") return read_fetch(f, limits);
   if (op == "stats") return stats_request{};
   if (op == "health") return health_request{};
-  refuse("op", "unknown op \"" + op + "\"; expected submit, cancel, status, fetch, stats or health");
+  // Echo the op only when it is short printable ASCII: replies are UTF-8 and stay small.
+  const bool printable = op.size() <= 32 && std::all_of(op.begin(), op.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  refuse("op", (printable ? "unknown op \"" + op + "\"" : std::string("unknown op")) +
+                   "; expected submit, cancel, status, fetch, stats or health");
 }
 
 } // namespace
 
 decode_result decode_request(std::span<const uint8_t> frame, const decode_limits& limits) {
   std::string id;
+  bool submit = false;
   try {
     if (frame.size() > limits.max_message_bytes)
       return decode_error{error_code::too_long, "",
@@ -157,13 +163,13 @@ decode_result decode_request(std::span<const uint8_t> frame, const decode_limits
                           std::to_string(frame.size() - offset) +
                               " trailing bytes after the first msgpack object",
                           ""};
-    return read_request(handle.get(), limits, id);
+    return read_request(handle.get(), limits, id, submit);
   } catch (const detail::refusal& r) {
-    return decode_error{r.code, r.field, r.message, id};
+    return decode_error{r.code, r.field, r.message, id, submit};
   } catch (const std::bad_alloc&) {
-    return decode_error{error_code::too_long, "", "the message needs too much memory to decode", id};
+    return decode_error{error_code::too_long, "", "the message needs too much memory to decode", id, submit};
   } catch (const std::exception& e) {
-    return decode_error{error_code::internal, "", std::string("decoder failure: ") + e.what(), id};
+    return decode_error{error_code::internal, "", std::string("decoder failure: ") + e.what(), id, submit};
   }
 }
 

@@ -23,15 +23,16 @@ std::optional<error_code> error_code_from_string(std::string_view name) {
   return std::nullopt;
 }
 
-const char* to_string(job_state state) {
-  switch (state) {
-    case job_state::queued: return "queued";
-    case job_state::running: return "running";
-    case job_state::finished: return "finished";
-    case job_state::cancelled: return "cancelled";
-    case job_state::failed: return "failed";
+error_code to_error_code(refusal_code code) {
+  switch (code) {
+    case refusal_code::bad_request: return error_code::bad_request;
+    case refusal_code::too_long: return error_code::too_long;
+    case refusal_code::overloaded: return error_code::overloaded;
+    case refusal_code::duplicate: return error_code::duplicate;
+    case refusal_code::shutting_down: return error_code::shutting_down;
+    case refusal_code::internal: return error_code::internal;
   }
-  return "failed";
+  return error_code::internal;
 }
 
 const char* to_string(server_status status) {

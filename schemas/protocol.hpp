@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/job_types.hpp"
+
 namespace conveyor::schemas {
 
 /// The protocol version this code speaks; `health` replies and heartbeats carry it.
@@ -43,22 +45,12 @@ const char* to_string(error_code code);
 /// The code with this wire name, or nullopt.
 std::optional<error_code> error_code_from_string(std::string_view name);
 
-/// Where a job is in its life, as `status` and `cancel` replies report it.
-enum class job_state {
-  /// Accepted, not scheduled yet (or preempted and waiting to be recomputed).
-  queued,
-  /// Scheduled at least once and not finished.
-  running,
-  /// Ended with a `done` event whose finish_reason is stop, length or deadline.
-  finished,
-  /// Ended with a `done` event whose finish_reason is cancelled.
-  cancelled,
-  /// Ended with an `error` event.
-  failed,
-};
+/// Where a job is in its life, as `status` and `cancel` replies report it (the engine's enum;
+/// its wire names are to_string(job_state): "queued", "running", "finished", "cancelled", "failed").
+using job_state = conveyor::job_state;
 
-/// The state's wire name: "queued", "running", ...
-const char* to_string(job_state state);
+/// The protocol's error code for a refusal (the names are the same).
+error_code to_error_code(refusal_code code);
 
 /// Whether the server serves new jobs or is draining before shutdown (`health`, heartbeat).
 enum class server_status { serving, draining };
@@ -109,6 +101,8 @@ struct decode_error {
   std::string field;
   std::string message;
   std::string id;
+  /// The frame named op "submit" (the refusal then counts as a rejected job).
+  bool submit = false;
 };
 
 } // namespace conveyor::schemas

@@ -47,15 +47,16 @@ wire_bytes encode(const fetch_reply& reply) {
 }
 
 wire_bytes encode(const stats_reply& r) {
+  const serving_stats& s = r.serving;
   map_packer p;
-  p.map(19).kv("ok", true).kv("queued", r.queued).kv("running", r.running);
-  p.kv("kv_usage", r.kv_usage).kv("kv_blocks_used", r.kv_blocks_used);
-  p.kv("kv_blocks_total", r.kv_blocks_total).kv("prompt_tokens_total", r.prompt_tokens_total);
-  p.kv("completion_tokens_total", r.completion_tokens_total);
-  p.kv("cached_tokens_total", r.cached_tokens_total).kv("jobs_accepted", r.jobs_accepted);
-  p.kv("jobs_rejected", r.jobs_rejected).kv("jobs_finished", r.jobs_finished);
-  p.kv("jobs_failed", r.jobs_failed).kv("tokens_per_s", r.tokens_per_s);
-  p.kv("uptime_s", r.uptime_s).kv("preemptions_total", r.preemptions_total);
+  p.map(19).kv("ok", true).kv("queued", s.queued).kv("running", s.running);
+  p.kv("kv_usage", s.kv_usage).kv("kv_blocks_used", s.kv_blocks_used);
+  p.kv("kv_blocks_total", s.kv_blocks_total).kv("prompt_tokens_total", s.prompt_tokens_total);
+  p.kv("completion_tokens_total", s.completion_tokens_total);
+  p.kv("cached_tokens_total", s.cached_tokens_total).kv("jobs_accepted", s.jobs_accepted);
+  p.kv("jobs_rejected", r.jobs_rejected).kv("jobs_finished", s.jobs_finished);
+  p.kv("jobs_failed", r.jobs_failed).kv("tokens_per_s", s.tokens_per_s);
+  p.kv("uptime_s", r.uptime_s).kv("preemptions_total", s.preemptions_total);
   p.str("rejected").map(static_cast<uint32_t>(r.rejected.size()));
   for (const auto& [code, n] : r.rejected) p.kv(code, n);
   p.str("finished").map(static_cast<uint32_t>(r.finished.size()));

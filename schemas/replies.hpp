@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/job_types.hpp"
 #include "engine/request.hpp"
 #include "schemas/protocol.hpp"
 
@@ -61,26 +62,15 @@ struct fetch_reply {
 /// "prompt_tokens_total", "completion_tokens_total", "cached_tokens_total", "jobs_accepted",
 /// "jobs_rejected", "jobs_finished", "jobs_failed", "tokens_per_s", "uptime_s",
 /// "preemptions_total", "rejected":{code:I}, "finished":{reason:I},
-/// "histograms":{name:{"count":I,"sum":F}}}: the numbers /metrics shows.
+/// "histograms":{name:{"count":I,"sum":F}}}: the numbers /metrics shows. The engine's
+/// serving_stats carry their wire names; the rest is counted at the front door.
 struct stats_reply {
-  int64_t queued = 0;
-  int64_t running = 0;
-  /// Fraction of KV blocks in use, [0, 1].
-  double kv_usage = 0.0;
-  int64_t kv_blocks_used = 0;
-  int64_t kv_blocks_total = 0;
-  /// Counters since start-up.
-  uint64_t prompt_tokens_total = 0;
-  uint64_t completion_tokens_total = 0;
-  uint64_t cached_tokens_total = 0;
-  uint64_t jobs_accepted = 0;
+  serving_stats serving;
+  /// Submits refused (error reply or, over PULL, error event), whatever the reason.
   uint64_t jobs_rejected = 0;
-  uint64_t jobs_finished = 0;
+  /// Accepted jobs that ended with an error event.
   uint64_t jobs_failed = 0;
-  /// Output tokens per second over the last heartbeat interval.
-  double tokens_per_s = 0.0;
   double uptime_s = 0.0;
-  uint64_t preemptions_total = 0;
   /// Error replies and rejected submits, by error code (conveyor_request_rejected_total).
   std::vector<std::pair<std::string, uint64_t>> rejected;
   /// Done events, by finish reason (conveyor_request_success_total).

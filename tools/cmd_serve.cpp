@@ -87,6 +87,10 @@ int run_serve(const serve_options& o) {
     spdlog::error("conveyor serve: {}", err);
     return 2;
   }
+  if (o.max_model_len > 0 && o.max_model_len > default_max_model_len(o.max_model_len, ex->info().num_kv_blocks * ex->info().block_size))
+    spdlog::warn("conveyor serve: max_model_len {} is more than a quarter of the KV pool ({} tokens): one long job can hold "
+                 "most of the pool while others wait; raise kv_cache_bytes or lower max_model_len",
+                 o.max_model_len, ex->info().num_kv_blocks * ex->info().block_size);
   install_stop_handlers();
   const executor_info info = ex->info();
   actors::runtime rt(ro, std::move(ex), tok);
@@ -149,6 +153,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       exit_code = 2;
     } catch (const transport::curve_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const std::bad_alloc&) {
+      spdlog::error("conveyor serve: out of memory while starting; lower --kv-cache-bytes / --num-kv-blocks or --max-num-seqs");
       exit_code = 2;
     } catch (const std::exception& e) {
       spdlog::error("conveyor serve: internal error: {}", e.what());

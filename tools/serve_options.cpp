@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <toml++/toml.h>
 
@@ -21,7 +22,7 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--pull", pull, "PULL endpoint (fire-and-forget submits)")->capture_default_str();
   cmd.add_option("--max-num-seqs,--max_num_seqs", max_num_seqs, "Most sequences per step")->capture_default_str();
   cmd.add_option("--max-num-batched-tokens,--max_num_batched_tokens", max_num_batched_tokens, "Token budget per step")->capture_default_str();
-  cmd.add_option("--max-model-len,--max_model_len", max_model_len, "Longest prompt + output (0: the model's context)")->capture_default_str();
+  cmd.add_option("--max-model-len,--max_model_len", max_model_len, "Longest prompt + output (0: the model's context, at most a quarter of the KV pool)")->capture_default_str();
   cmd.add_option("--block-size,--block_size", block_size, "Tokens per KV block")->capture_default_str();
   cmd.add_option("--kv-cache-bytes,--kv_cache_bytes", kv_cache_bytes, "Memory for the KV cache")->capture_default_str();
   cmd.add_option("--num-kv-blocks,--num_kv_blocks", num_kv_blocks, "KV blocks (overrides --kv-cache-bytes)")->capture_default_str();
@@ -82,10 +83,19 @@ std::string serve_options::validate() const {
   if (!parse_batching_mode(batching)) return "batching must be continuous or static, not '" + batching + "'";
   if (max_model_len < 0) return "max_model_len must be >= 0 (0: the model's context)";
   if (max_num_queued_reqs < 0 || max_num_queued_tokens < 0) return "max_num_queued_reqs / max_num_queued_tokens must be >= 0 (0: unbounded)";
-  if (drain_timeout_s < 0) return "drain_timeout must be >= 0 seconds";
+  if (!std::isfinite(drain_timeout_s) || drain_timeout_s < 0 || drain_timeout_s > 86400)
+    return "drain_timeout must be a number of seconds in [0, 86400], not " + std::to_string(drain_timeout_s);
+  if (!std::isfinite(kv_watermark) || kv_watermark < 0 || kv_watermark >= 1)
+    return "kv_watermark must be in [0, 1), not " + std::to_string(kv_watermark);
+  if (max_num_seqs < 1 || max_num_seqs > 65536) return "max_num_seqs must be in 1..65536, not " + std::to_string(max_num_seqs);
+  if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 20))
+    return "max_num_batched_tokens must be in 1..1048576, not " + std::to_string(max_num_batched_tokens);
+  if (block_size < 1 || block_size > 1024) return "block_size must be in 1..1024, not " + std::to_string(block_size);
+  if (num_kv_blocks < 0) return "num_kv_blocks must be >= 0 (0: derived from kv_cache_bytes)";
   if (worker_threads < 1 || worker_threads > 64) return "worker_threads must be in 1..64";
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
-  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) return "gpu_memory_utilization must be in (0, 1]";
+  if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+    return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
   if (curve_secret_key.empty() != authorized_keys.empty())
     return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
@@ -97,7 +107,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.sched.max_num_seqs = max_num_seqs;
   r.sched.max_num_batched_tokens = max_num_batched_tokens;
   const int32_t pool_tokens = info.num_kv_blocks * info.block_size;
-  r.sched.max_model_len = max_model_len > 0 ? max_model_len : std::min(info.max_model_len, pool_tokens);
+  r.sched.max_model_len = max_model_len > 0 ? max_model_len : default_max_model_len(info.max_model_len, pool_tokens);
   r.sched.policy = *parse_scheduling_policy(scheduling_policy);
   r.sched.batching = *parse_batching_mode(batching);
   if (max_num_queued_reqs > 0) r.sched.max_num_queued_reqs = max_num_queued_reqs;

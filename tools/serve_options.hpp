@@ -23,7 +23,7 @@ struct serve_options {
   std::string pull = "tcp://127.0.0.1:5557";
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
-  int32_t max_model_len = 0;  ///< 0: the model's context, capped by the KV pool
+  int32_t max_model_len = 0;  ///< 0: the model's context, at most a quarter of the KV pool (default_max_model_len)
   int32_t block_size = 16;
   int64_t kv_cache_bytes = int64_t{1} << 30;
   int32_t num_kv_blocks = 0;  ///< > 0 overrides kv_cache_bytes

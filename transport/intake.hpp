@@ -1,50 +1,59 @@
-// The intake thread: owns the ROUTER (request/reply ops) and PULL (fire-and-forget submits)
-// sockets, polls them, and hands every frame to a handler. One thread owns both sockets; the
-// handler runs on it and may block (it asks actors and waits for their answers).
+// The intake interface: every way a request comes in (ZeroMQ ROUTER and PULL today; HTTP and
+// NATS next) decodes and validates it on its own thread and hands the result to the runtime's
+// request_sink without waiting for anything. The answer comes back through the intake's
+// reply_channel, and the intake sends it from the thread that owns its socket.
+//
+//   intake thread: recv ─ decode ─▶ sink.deliver(reply_to, request)      (never blocks)
+//   actors:        ... ─▶ reply_to.send(bytes) ─▶ channel queue + wake-up (any thread)
+//   intake thread: wake-up ─ drain queue ─ send on its own socket
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <span>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include <zmq.hpp>
+#include "schemas/protocol.hpp"
+#include "schemas/requests.hpp"
 
 namespace conveyor::transport {
 
-class intake_handler {
+/// The way back to the senders of an intake's requests. Thread-safe: any thread may reply.
+/// An intake that was stopped drops replies.
+class reply_channel {
 public:
-  virtual ~intake_handler() = default;
-  /// One ROUTER frame; returns the reply frame (exactly one reply per request).
-  virtual std::vector<uint8_t> on_router(std::span<const uint8_t> frame) = 0;
-  /// One PULL frame; its outcome is published as the job's first event.
-  virtual void on_pull(std::span<const uint8_t> frame) = 0;
+  virtual ~reply_channel() = default;
+  /// The reply to the request the intake tagged `tag`.
+  virtual void reply(uint64_t tag, schemas::wire_bytes bytes) = 0;
 };
 
+/// Where one request's answer goes. A null channel is a fire-and-forget intake (PULL): nobody
+/// waits for a reply, so a submit's outcome goes out as the job's first event instead.
+struct reply_to {
+  reply_channel* channel = nullptr;
+  uint64_t tag = 0;
+
+  bool fire_and_forget() const { return channel == nullptr; }
+  void send(schemas::wire_bytes bytes) const {
+    if (channel) channel->reply(tag, std::move(bytes));
+  }
+};
+
+/// What intakes hand requests to (the runtime's front door). Thread-safe; never blocks.
+class request_sink {
+public:
+  virtual ~request_sink() = default;
+  /// One decoded request, or the decode_error that refuses it (the sink answers both).
+  virtual void deliver(reply_to to, schemas::decode_result request) = 0;
+};
+
+/// One way in. The constructor binds (a taken endpoint throws bind_error before anything else
+/// has started); start() begins serving on the intake's own thread; stop() joins it.
 class intake {
 public:
-  /// Binds both sockets at once (throws bind_error); the thread starts with start().
-  intake(zmq::context_t& ctx, const std::string& router_ep, const std::string& pull_ep, intake_handler& handler);
-  ~intake();
-  void start();
-  /// Stops polling and joins the thread (the sockets close with it).
-  void stop();
-  const std::string& router_endpoint() const { return router_ep_; }
-  const std::string& pull_endpoint() const { return pull_ep_; }
-  /// Frames that were not a well-formed ZeroMQ request (e.g. a ROUTER message without a body).
-  uint64_t num_malformed() const { return malformed_.load(); }
-
-private:
-  void run();
-
-  zmq::socket_t router_, pull_;
-  std::string router_ep_, pull_ep_;
-  intake_handler& handler_;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> malformed_{0};
-  std::thread thread_;
+  virtual ~intake() = default;
+  virtual void start(request_sink& sink) = 0;
+  virtual void stop() = 0;
+  /// The bound endpoint (a "*" port resolved).
+  virtual const std::string& endpoint() const = 0;
 };
 
 } // namespace conveyor::transport

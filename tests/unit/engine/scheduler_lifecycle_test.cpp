@@ -102,13 +102,15 @@ BOOST_FIXTURE_TEST_CASE(submit_past_max_num_queued_tokens_is_overloaded, toy_fix
 BOOST_FIXTURE_TEST_CASE(submit_rejects_jobs_that_can_never_run, toy_fixture) {
   auto s = make();
   BOOST_TEST(s.submit(make_request(1, 0, 2), 0.0).reason == reject_reason::invalid);
-  BOOST_TEST(s.submit(make_request(1, 33, 2), 0.0).reason == reject_reason::invalid);
+  BOOST_TEST(s.submit(make_request(1, 33, 2), 0.0).reason == reject_reason::too_long);
+  // One prompt-length rule: the prompt must leave room for one output token.
+  BOOST_TEST(s.submit(make_request(1, 32, 2), 0.0).reason == reject_reason::too_long);
   auto bad_stop = make_request(1, 4, 0);
   BOOST_TEST(s.submit(bad_stop, 0.0).reason == reject_reason::invalid);
   auto bad_sampling = make_request(1, 4, 2);
   bad_sampling.sampling.top_p = 0.0f;
   BOOST_TEST(s.submit(bad_sampling, 0.0).reason == reject_reason::invalid);
-  BOOST_TEST(s.submit(make_request(1, 32, 2), 0.0).accepted);
+  BOOST_TEST(s.submit(make_request(1, 31, 2), 0.0).accepted);
   BOOST_TEST(s.submit(make_request(1, 4, 2), 0.0).reason == reject_reason::duplicate_id);
   BOOST_TEST(s.stats().num_waiting == 1);
 }

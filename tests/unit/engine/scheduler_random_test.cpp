@@ -61,7 +61,7 @@ void run_seed(uint64_t seed) {
       while (next_id <= static_cast<seq_id>(num_jobs) && pick(rng, 0, 2) == 0) {
         request r;
         r.id = next_id++;
-        const int32_t len = pick(rng, 1, sched.max_model_len);
+        const int32_t len = pick(rng, 1, sched.max_model_len - 1);
         const auto& stem = stems[pick(rng, 0, 2)];
         for (int32_t i = 0; i < len; ++i)
           r.prompt_token_ids.push_back(i < 16 && pick(rng, 0, 3) ? stem[i] : pick(rng, 10, 30));

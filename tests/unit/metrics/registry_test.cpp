@@ -88,11 +88,18 @@ BOOST_AUTO_TEST_CASE(the_exposition_of_a_small_case_is_exact) {
   b.e2e_s = 2.0;
   b.queue_s = 2.0;
   m.count_finished("cancelled", b);
-  m.observe_itl(0.02);
-  m.observe_itl(0.5);
-  m.observe_itl(0.0, 0);  // nothing
+  m.observe_itl_gaps({0.02});
+  m.observe_itl_gaps({0.5});
+  m.observe_itl_gaps({});  // nothing
   m.count_failed();
-  const std::string text = render_prometheus(m.snapshot(), {3, 4, 0.25, 100, 20, 1});
+  serving_stats n;
+  n.running = 3;
+  n.queued = 4;
+  n.kv_usage = 0.25;
+  n.prompt_tokens_total = 100;
+  n.completion_tokens_total = 20;
+  n.preemptions_total = 1;
+  const std::string text = render_prometheus(m.snapshot(), n);
 
   BOOST_TEST(lines_starting(text, "conveyor_num_requests_") == "conveyor_num_requests_running 3\nconveyor_num_requests_waiting 4\n");
   BOOST_TEST(lines_starting(text, "conveyor_kv_cache_usage_perc") == "conveyor_kv_cache_usage_perc 0.25\n");
@@ -153,11 +160,21 @@ BOOST_AUTO_TEST_CASE(the_exposition_of_a_small_case_is_exact) {
 
 BOOST_AUTO_TEST_CASE(a_batch_of_tokens_counts_one_gap_per_token) {
   metrics m;
-  m.observe_itl(0.3, 3);  // three tokens arrived together 0.3 s after the previous batch
+  m.observe_itl_gaps({0.1, 0.1, 0.1});  // three tokens, each 0.1 s after the one before
   const metrics_snapshot s = m.snapshot();
   BOOST_TEST(s.itl.count == 3u);
   BOOST_TEST(s.itl.sum == 0.3, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(s.itl.counts[4] == 3u);  // 0.1 each: bucket le=0.1
+  BOOST_TEST(s.itl.counts[4] == 3u);  // bucket le=0.1
+}
+
+BOOST_AUTO_TEST_CASE(a_rejected_submit_counts_by_code_and_in_total) {
+  metrics m;
+  m.count_rejected_submit("duplicate");
+  m.count_rejection("not_found");  // an error reply that was not a submit
+  const metrics_snapshot s = m.snapshot();
+  BOOST_TEST(s.rejected.at("duplicate") == 1u);
+  BOOST_TEST(s.rejected.at("not_found") == 1u);
+  BOOST_TEST(s.rejected_submits == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(every_family_has_help_and_type_before_its_samples) {
@@ -187,7 +204,7 @@ BOOST_AUTO_TEST_CASE(counts_from_many_threads_all_arrive) {
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&m] {
       for (int i = 0; i < 1000; ++i) {
-        m.observe_itl(0.01);
+        m.observe_itl_gaps({0.01});
         m.count_rejection("overloaded");
         m.count_finished("stop", request_latencies{0.1, 0.01, 0.5, 0.0});
       }

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "model/text_stream.hpp"
 #include "model/tokenizer.hpp"
 #include "model/unicode_bytes.hpp"
 
@@ -228,6 +229,41 @@ BOOST_AUTO_TEST_CASE(invalid_bytes_are_passed_through_not_held) {
   BOOST_TEST(sd.push(0x9F) == "");
   BOOST_TEST(sd.flush() == "\xF0\x9F");               // end of stream: the rest, as is
   BOOST_TEST(sd.flush() == "");
+}
+
+BOOST_AUTO_TEST_CASE(published_text_is_valid_utf8_when_a_job_ends_inside_a_character) {
+  vocab_builder vb;
+  const tokenizer t(vb.v);
+  // The job ends after the first two bytes of "漢" (E6 BC A2): each held byte becomes U+FFFD.
+  text_stream ts(t, {});
+  for (token_id id : bytes_of("a\xE6\xBC")) ts.push(id);
+  BOOST_TEST(ts.take_visible(false) == "a");
+  ts.finish();
+  const std::string tail = ts.take_visible(true);
+  BOOST_TEST(tail == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  BOOST_TEST(ts.full_text() == "a" + tail);
+  BOOST_TEST(is_valid_utf8(ts.full_text()));
+}
+
+BOOST_AUTO_TEST_CASE(published_text_replaces_every_invalid_byte) {
+  vocab_builder vb;
+  const tokenizer t(vb.v);
+  std::mt19937 rng(99);
+  const std::vector<uint8_t> pool{'a', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x9A, 0x80, 0xFF, 0xED, 0xBF, 0x80};
+  for (int round = 0; round < 2000; ++round) {
+    text_stream ts(t, {"zz"});
+    std::string shown;
+    const int n = int(rng() % 12);
+    for (int i = 0; i < n; ++i) {
+      ts.push(pool[rng() % pool.size()]);
+      shown += ts.take_visible(false);
+      BOOST_REQUIRE(is_valid_utf8(shown));
+    }
+    ts.finish();
+    shown += ts.take_visible(true);
+    BOOST_REQUIRE(is_valid_utf8(shown));
+    BOOST_REQUIRE(shown == ts.full_text());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(random_byte_streams_concatenate_to_decode) {

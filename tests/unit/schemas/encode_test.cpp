@@ -65,10 +65,28 @@ BOOST_AUTO_TEST_CASE(replies_match_the_vectors) {
   check("replies", "reply_status_finished",
         encode(status_reply{"job-1", job_state::finished, 5, 3, 4, finish_reason::stop}));
   check("replies", "reply_stats",
-        encode(stats_reply{3, 2, 0.25, 64, 256, 1000, 5000, 128, 12, 1, 7, 0, 88.5, 3600.0, 2,
-                           {{"bad_request", 1}, {"overloaded", 0}},
-                           {{"length", 6}, {"stop", 1}},
-                           {{"time_to_first_token_seconds", 7, 1.75}, {"inter_token_latency_seconds", 4993, 49.5}}}));
+        encode([] {
+          stats_reply r;
+          r.serving.queued = 3;
+          r.serving.running = 2;
+          r.serving.kv_usage = 0.25;
+          r.serving.kv_blocks_used = 64;
+          r.serving.kv_blocks_total = 256;
+          r.serving.prompt_tokens_total = 1000;
+          r.serving.completion_tokens_total = 5000;
+          r.serving.cached_tokens_total = 128;
+          r.serving.jobs_accepted = 12;
+          r.jobs_rejected = 1;
+          r.serving.jobs_finished = 7;
+          r.jobs_failed = 0;
+          r.serving.tokens_per_s = 88.5;
+          r.uptime_s = 3600.0;
+          r.serving.preemptions_total = 2;
+          r.rejected = {{"bad_request", 1}, {"overloaded", 0}};
+          r.finished = {{"length", 6}, {"stop", 1}};
+          r.histograms = {{"time_to_first_token_seconds", 7, 1.75}, {"inter_token_latency_seconds", 4993, 49.5}};
+          return r;
+        }()));
   check("replies", "reply_health", encode(health_reply{server_status::serving, "smollm2-135m-instruct"}));
   check("replies", "reply_health_draining", encode(health_reply{server_status::draining, "tiny"}));
 }

@@ -1,0 +1,53 @@
+// Pure. The job-level vocabulary that crosses every layer: a job's state, why a job was
+// refused, and the serving numbers (stats op, heartbeat, /metrics). The wire protocol uses these names as they are (schemas/protocol.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace conveyor {
+
+enum class job_state {
+  /// Accepted, not scheduled yet (or preempted and waiting to be recomputed).
+  queued,
+  /// Scheduled at least once, not finished.
+  running,
+  /// Ended with finish reason stop, length or deadline.
+  finished,
+  /// Ended with finish reason cancelled.
+  cancelled,
+  /// Ended with an error (the executor failed).
+  failed,
+};
+const char* to_string(job_state state);
+
+/// Why a job was not accepted; the protocol maps each to its error code of the same name.
+enum class refusal_code { bad_request, too_long, overloaded, duplicate, shutting_down, internal };
+const char* to_string(refusal_code code);
+
+struct refusal {
+  refusal_code code = refusal_code::bad_request;
+  std::string message;
+};
+
+/// Whether a refused fire-and-forget (PUSHed) job may be told on its topic "job/<id>/": never for
+/// `duplicate` (the topic belongs to the job that has the id) nor without an id.
+inline bool refusal_may_be_published(const refusal& r, const std::string& job_id) {
+  return r.code != refusal_code::duplicate && !job_id.empty();
+}
+
+/// The serving numbers, one set of names for the stats op, the heartbeat and /metrics.
+struct serving_stats {
+  int32_t queued = 0, running = 0;
+  int32_t kv_blocks_total = 0, kv_blocks_used = 0;
+  double kv_usage = 0.0;  ///< kv_blocks_used / kv_blocks_total, [0, 1]
+  int64_t prompt_tokens_total = 0;      ///< prompt tokens of accepted jobs
+  int64_t completion_tokens_total = 0;  ///< output tokens generated
+  int64_t cached_tokens_total = 0;      ///< prompt tokens of finished jobs served from the prefix cache
+  int64_t preemptions_total = 0, steps_total = 0;
+  int64_t jobs_accepted = 0, jobs_finished = 0;
+  double tokens_per_s = 0.0;  ///< output tokens per second over the last interval of >= 1 s
+  bool draining = false;
+};
+
+} // namespace conveyor
