@@ -19,6 +19,7 @@
 #include "schemas/events.hpp"
 #include "schemas/replies.hpp"
 #include "schemas/requests.hpp"
+#include "transport/frame_rules.hpp"
 
 namespace {
 
@@ -249,6 +250,29 @@ decode_result decode_and_check(std::span<const uint8_t> frame, const decode_limi
 
 } // namespace
 
+// The intakes' frame rules (transport/frame_rules.hpp) over the same bytes: one frame decodes
+// exactly as decode_request does (a PUSHed refusal always counts as a submit); the input cut into
+// two or three frames is always refused with bad_request, by either intake.
+void check_frame_rules(std::span<const uint8_t> frame, const decode_result& alone) {
+  using transport::intake_kind;
+  const std::span<const uint8_t> one[] = {frame};
+  for (intake_kind kind : {intake_kind::router, intake_kind::pull}) {
+    const decode_result r = transport::decode_message(one, kind, decode_limits{});
+    FUZZ_CHECK(r.index() == alone.index(), "one frame decoded differently through the frame rules");
+    if (const auto* e = std::get_if<decode_error>(&r); e && kind == intake_kind::pull)
+      FUZZ_CHECK(e->submit, "a PUSHed refusal did not count as a submit");
+  }
+  const size_t cut = frame.size() / 2;
+  const std::span<const uint8_t> two[] = {frame.first(cut), frame.subspan(cut)};
+  const std::span<const uint8_t> three[] = {frame.first(cut), frame.subspan(cut), frame};
+  for (auto frames : {std::span<const std::span<const uint8_t>>(two), std::span<const std::span<const uint8_t>>(three)}) {
+    const decode_result r = transport::decode_message(frames, intake_kind::router, decode_limits{});
+    const auto* e = std::get_if<decode_error>(&r);
+    FUZZ_CHECK(e && e->code == error_code::bad_request, "a multi-frame message was not refused");
+    outgoing(encode(to_reply(*e))).expect_ok(false);
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   std::span<const uint8_t> frame(data, size);
   const std::string_view raw(reinterpret_cast<const char*>(data), size);
@@ -259,5 +283,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   // Every small limit is below its default, so the small ones never accept more.
   if (!std::holds_alternative<decode_error>(tight))
     FUZZ_CHECK(roomy.index() == tight.index(), "small limits accepted what the defaults refused");
+  check_frame_rules(frame, roomy);
   return 0;
 }
