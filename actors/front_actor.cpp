@@ -151,7 +151,10 @@ front_actor::behavior_type front_impl(self_ptr self, front_context ctx) {
 
 } // namespace
 
-front_actor spawn_front(caf::actor_system& sys, const front_context& ctx) { return sys.spawn(front_impl, ctx); }
+front_actor spawn_front(caf::actor_system& sys, const front_context& ctx, bool detached) {
+  if (!detached) return sys.spawn(front_impl, ctx);
+  return sys.spawn<caf::detached>(front_impl, ctx);
+}
 
 void front_door::deliver(transport::reply_to to, schemas::decode_result request) {
   caf::anon_send(front_, f_inbound_atom::value, inbound{to, std::move(request), now_s()});

@@ -9,7 +9,10 @@
 
 namespace conveyor::actors {
 
-front_actor spawn_front(caf::actor_system& sys, const front_context& ctx);
+/// Detached (its own thread) by default, for the same reason as the scheduler: answering a
+/// `status` must not wait behind a burst of tokenizations on CAF's worker pool. `detached`
+/// false runs it on CAF's scheduler (the actor tests' deterministic one).
+front_actor spawn_front(caf::actor_system& sys, const front_context& ctx, bool detached = true);
 
 /// The request_sink the intakes deliver to: stamps the arrival time and sends the request to
 /// the front actor. Thread-safe; never blocks.

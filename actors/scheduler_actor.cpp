@@ -148,8 +148,9 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
 } // namespace
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_actor_config& cfg, executor_actor executor,
-                                runtime_control& control) {
-  return sys.spawn(scheduler_impl, cfg, std::move(executor), &control);
+                                runtime_control& control, bool detached) {
+  if (!detached) return sys.spawn(scheduler_impl, cfg, std::move(executor), &control);
+  return sys.spawn<caf::detached>(scheduler_impl, cfg, std::move(executor), &control);
 }
 
 } // namespace conveyor::actors

@@ -26,7 +26,10 @@ struct scheduler_actor_config {
 
 /// Spawns the scheduler actor. On an executor failure it fails every live job and calls
 /// control.request_stop(1, ...); `control` must outlive the actor system.
+/// Detached (its own thread) by default: the loop, `status` and `stats` must never wait behind
+/// work on CAF's worker pool (a burst of 1,000 submits queues 1,000 tokenizations there).
+/// `detached` false runs it on CAF's scheduler (the actor tests' deterministic one).
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_actor_config& cfg, executor_actor executor,
-                                runtime_control& control);
+                                runtime_control& control, bool detached = true);
 
 } // namespace conveyor::actors
