@@ -26,10 +26,10 @@
 #define CONVEYOR_EMU_ASAN 0
 #endif
 
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
+uint3 threadIdx;
+uint3 blockIdx;
+uint3 blockDim;
+uint3 gridDim;
 
 namespace conveyor_emu::detail {
 namespace {
@@ -361,8 +361,8 @@ void run_kernel(const kernel_launch& k) {
   r.n = n;
   r.k = &k;
   r.fault.clear();
-  blockDim = k.block;
-  gridDim = k.grid;
+  blockDim = uint3{k.block.x, k.block.y, k.block.z};
+  gridDim = uint3{k.grid.x, k.grid.y, k.grid.z};
   try {
     for (unsigned z = 0; z < k.grid.z; ++z)
       for (unsigned y = 0; y < k.grid.y; ++y)

@@ -12,11 +12,13 @@
 
 #include "conveyor_emu/types.hpp"
 
-// The running CUDA thread's coordinates; the fiber scheduler sets them on every switch.
-extern thread_local uint3 threadIdx;
-extern thread_local uint3 blockIdx;
-extern thread_local dim3 blockDim;
-extern thread_local dim3 gridDim;
+// The running CUDA thread's coordinates; the fiber scheduler sets them on every switch. Plain
+// globals: kernels run only inside a synchronizing call, under the runtime's lock, so one host
+// thread at a time runs them.
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern uint3 blockDim;  // dim3 in CUDA; converts to dim3
+extern uint3 gridDim;
 constexpr int warpSize = 32;
 
 namespace conveyor_emu {
