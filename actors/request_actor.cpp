@@ -23,6 +23,7 @@ struct request_state {
   std::vector<token_id> pending_ids;
   std::vector<float> pending_logprobs;
   double last_token_s = -1.0;
+  int32_t tokens_taken = 0;  // output tokens pushed into the text, up to a stop string
 };
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
@@ -140,6 +141,7 @@ caf::result<void> on_tokens(self_ptr self, const token_batch& b) {
   for (size_t i = 0; i < b.tokens.size() && !st.text->stopped(); ++i) {
     st.pending_ids.push_back(b.tokens[i]);
     st.pending_logprobs.push_back(b.logprobs[i]);
+    ++st.tokens_taken;
     if (st.text->push(b.tokens[i])) self->send(st.ctx.sched, s_stop_atom::value, st.sid);  // a stop string matched
   }
   if (auto ev = take_tokens_event(st, false))
@@ -165,11 +167,14 @@ void on_end(self_ptr self, const job_end& end) {
   schemas::done_event done;
   done.reason = st.text->stopped() ? finish_reason::stop : end.reason;
   done.text = st.text->full_text();
-  done.usage = {end.prompt_tokens, end.completion_tokens, end.cached_tokens};
+  // After a stop string the scheduler learns of it a step or more late: the usage counts the
+  // tokens up to the match (the ones the events carried), not those made meanwhile.
+  const int32_t completion = st.text->stopped() ? st.tokens_taken : end.completion_tokens;
+  done.usage = {end.prompt_tokens, completion, end.cached_tokens};
   done.timing.queue_ms = ((t.first_scheduled_s >= 0 ? t.first_scheduled_s : t.finished_s) - st.arrival_s) * 1000.0;
   if (t.first_token_s >= 0) done.timing.ttft_ms = (t.first_token_s - st.arrival_s) * 1000.0;
   done.timing.e2e_ms = (now - st.arrival_s) * 1000.0;
-  if (st.ctx.registry) st.ctx.registry->count_finished(to_string(done.reason), latencies(done, end.completion_tokens));
+  if (st.ctx.registry) st.ctx.registry->count_finished(to_string(done.reason), latencies(done, completion));
   publish(self, std::move(done), true);
   self->quit();
 }

@@ -1,5 +1,5 @@
 // `conveyor gpu-bench`: the CUDA executor's speed on random weights in Llama-3-8B's shape (bf16,
-// design.md §6). Measures the two ceilings first (device-to-device copy bandwidth, a large
+// speed does not depend on the weights' values). Measures the two ceilings first (device-to-device copy bandwidth, a large
 // cuBLASLt GEMM), then decode step time at each --batches size against the memory-bandwidth
 // floor (weight bytes + KV bytes read per step, over the measured copy bandwidth), and one
 // --prompt-len prefill step in TFLOP/s against the GEMM ceiling. Prints a table; --json FILE.

@@ -50,7 +50,7 @@ def measure(binary, args):
     eps = {k: "ipc://%s/%s" % (work, k) for k in ("router", "pub", "pull")}
     log = open(os.path.join(work, "serve.log"), "w")
     cmd = [binary, "serve", "--device", "null", "--router", eps["router"], "--pub", eps["pub"], "--pull", eps["pull"],
-           "--num-kv-blocks", "20000", "--drain-timeout", "0"]
+           "--num-kv-blocks", "20000", "--drain-timeout", "0"] + args.serve_args.split()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     ctx = zmq.Context()
     try:
@@ -139,6 +139,7 @@ def main():
     ap.add_argument("--prompt-chars", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--timeout-s", type=int, default=600)
+    ap.add_argument("--serve-args", default="", help="more flags for every `conveyor serve` (e.g. \"--worker-threads 1\")")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     rows = []

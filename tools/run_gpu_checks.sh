@@ -7,7 +7,7 @@
 # (the device tool's result folder), else ./build-gpu-results (ignored); a summary is printed last.
 #
 #   tools/run_gpu_checks.sh                  build here with CUDA (needs conveyor's build
-#                                            dependencies, design.md §5) and run everything
+#                                            dependencies, setup.sh's list) and run everything
 #   tools/run_gpu_checks.sh --bundle DIR     on the build machine (no GPU needed): build, then
 #                                            pack conveyor, gpu_tests and their non-system
 #                                            shared libraries into DIR/bundle.tar.xz

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <filesystem>
 #include <toml++/toml.h>
 
@@ -33,7 +34,9 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
   cmd.add_option("--drain-timeout,--drain_timeout", drain_timeout_s, "Seconds running jobs get to finish at shutdown")->capture_default_str();
-  cmd.add_option("--worker-threads,--worker_threads", worker_threads, "CAF worker threads")->capture_default_str();
+  cmd.add_option("--worker-threads,--worker_threads", worker_threads,
+                 "CAF worker threads for the request actors (tokenization, events); 0: the cores minus one, at least 1")
+      ->capture_default_str();
   cmd.add_option("--metrics-port,--metrics_port", metrics_port, "Serve Prometheus text at http://HOST:PORT/metrics (-1: off, 0: any free port)")
       ->capture_default_str();
   cmd.add_option("--metrics-host,--metrics_host", metrics_host, "Address the /metrics endpoint listens on")->capture_default_str();
@@ -92,7 +95,7 @@ std::string serve_options::validate() const {
     return "max_num_batched_tokens must be in 1..1048576, not " + std::to_string(max_num_batched_tokens);
   if (block_size < 1 || block_size > 1024) return "block_size must be in 1..1024, not " + std::to_string(block_size);
   if (num_kv_blocks < 0) return "num_kv_blocks must be >= 0 (0: derived from kv_cache_bytes)";
-  if (worker_threads < 1 || worker_threads > 64) return "worker_threads must be in 1..64";
+  if (worker_threads < 0 || worker_threads > 64) return "worker_threads must be in 0..64 (0: the cores minus one)";
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return "gpu_memory_utilization must be in (0, 1]";
@@ -119,7 +122,10 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.pub_ep = pub;
   r.pull_ep = pull;
   r.model_name = std::filesystem::path(model_path).filename().string();
-  r.worker_threads = worker_threads;
+  // One core is left to the threads that must answer at once (intakes, front, scheduler,
+  // executor, publisher): with every core tokenizing a burst, a status waited for the OS
+  // scheduler (docs/benchmarks.md "Front door").
+  r.worker_threads = worker_threads > 0 ? worker_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
   r.metrics_port = metrics_port;
   r.metrics_host = metrics_host;
   r.trace_path = trace;

@@ -1,5 +1,5 @@
 // Every `conveyor serve` setting: one field per flag, the same names in the TOML config
-// (design.md §4, vLLM's names where the meaning is the same).
+// (vLLM's names where the meaning is the same).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ struct serve_options {
   int32_t max_num_queued_reqs = 0;    ///< 0: unbounded
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
-  int32_t worker_threads = 2;
+  int32_t worker_threads = 0;  ///< CAF workers; 0: the cores minus one (at least 1)
   int32_t metrics_port = -1;                ///< Prometheus /metrics: -1 off, 0 any free port
   std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off

@@ -97,6 +97,9 @@ BOOST_AUTO_TEST_CASE(stop_string_cuts_the_text_and_ends_the_sequence) {
   BOOST_TEST(s.terminal.value("text", "") == "ab");
   BOOST_TEST(s.text == "ab", "the tokens events showed a held-back stop-string prefix");
   BOOST_TEST(s.token_ids == letters("abcd"), boost::test_tools::per_element());
+  // The usage counts the tokens up to the match, the ones the events carried, not those the
+  // scheduler made before it learnt of the stop.
+  BOOST_TEST(s.terminal.at("usage").value("completion_tokens", -1) == 4);
 
   // s_stop follows the match by a few steps (the request actor sees 'd' only once the batch
   // before it is acknowledged, and one step may be in flight), never by the 36 left.

@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(late_subscriber_is_repaired_by_fetch) {
   producer c(*srv.rt);
   BOOST_REQUIRE(c.request(submit("late", "Water boils at", 10))["ok"] == true);  // nobody subscribed
   json st;
-  for (int i = 0; i < 200 && (st = c.request({{"op", "status"}, {"id", "late"}}))["state"] != "finished"; ++i)
+  for (int i = 0; i < 1200 && (st = c.request({{"op", "status"}, {"id", "late"}}))["state"] != "finished"; ++i)  // 60 s: slow builds (ASan)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   BOOST_TEST(st["state"] == "finished");
   const json f = c.request({{"op", "fetch"}, {"id", "late"}, {"from_seq", 0}, {"max_events", 100}});

@@ -54,7 +54,7 @@ def test_dropped_events_are_repaired():
 def test_events_published_before_the_subscription_landed_are_fetched_early():
     with FakeServer(drop=lambda e: e["kind"] in ("accepted", "done")) as server, \
             Client(server.router, server.pub, idle_fetch_s=30.0) as c:
-        assert c.generate(PROMPT, timeout=5) == PROMPT
+        assert c.generate(PROMPT, timeout=15) == PROMPT  # well under idle_fetch_s: fetched early, not after 30 s
 
 
 def test_a_second_client_joins_late_through_fetch(client, server):
