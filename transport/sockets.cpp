@@ -12,9 +12,10 @@ void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_vi
 }
 
 zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
-                          const curve_server_config& curve) {
+                          const curve_server_config& curve, int64_t max_frame_bytes) {
   zmq::socket_t s(ctx, type);
   s.set(zmq::sockopt::linger, 0);
+  if (max_frame_bytes > 0) s.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
   apply_curve_server(s, curve);
   bind_or_throw(s, endpoint, what);
   return s;

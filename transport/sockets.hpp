@@ -2,6 +2,7 @@
 // linger 0 (so shutdown never blocks on undelivered messages) and binds with a clear error.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,9 +20,10 @@ struct bind_error : std::runtime_error {
 
 /// Creates a socket of `type`, sets linger 0 and binds it to `endpoint` ("tcp://127.0.0.1:*"
 /// picks a free port). `what` names its role in errors ("--router"). With `curve` enabled the
-/// socket is a CURVE server (apply_curve_server) before it binds.
+/// socket is a CURVE server (apply_curve_server) before it binds. `max_frame_bytes` > 0 sets
+/// ZMQ_MAXMSGSIZE: a peer that sends a bigger frame is disconnected before it is read.
 zmq::socket_t bind_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
-                          const curve_server_config& curve = {});
+                          const curve_server_config& curve = {}, int64_t max_frame_bytes = -1);
 /// Binds an already configured socket (options such as the high-water marks must be set before
 /// bind: ZeroMQ copies them into each connection). Throws bind_error.
 void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_view what);

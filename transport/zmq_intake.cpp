@@ -13,15 +13,10 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
-// Options before bind: ZeroMQ copies them into each connection as it is made.
 zmq::socket_t bind_intake(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
                           const schemas::decode_limits& limits, const curve_server_config& curve) {
-  zmq::socket_t s(ctx, type);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::maxmsgsize, intake_max_frame_bytes(limits));
+  zmq::socket_t s = bind_socket(ctx, type, endpoint, what, curve, intake_max_frame_bytes(limits));
   if (type == zmq::socket_type::router) s.set(zmq::sockopt::router_mandatory, 1);
-  apply_curve_server(s, curve);
-  bind_or_throw(s, endpoint, what);
   return s;
 }
 
