@@ -9,4 +9,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count();
 }
 
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
 } // namespace conveyor::actors

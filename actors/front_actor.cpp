@@ -52,7 +52,9 @@ void on_decode_error(self_ptr self, const transport::reply_to& to, const schemas
     refuse_submit(ctx, to, e.id, why);  // counted; nobody to tell
     return;
   }
-  submission sub{e.id, {}, why};
+  submission sub;
+  sub.job_id = e.id;
+  sub.refused = why;
   self->request(ctx.sched, kActorTimeout, s_submit_atom::value, std::move(sub))
       .then(
           [self, to, id = e.id](submit_answer& a) {
@@ -129,7 +131,11 @@ void on_inbound(self_ptr self, inbound& in) {
         .then(
             [self, to, id = c->id](job_status& st) {
               if (!st.info) return refuse(self->state.ctx, to, id, error_code::not_found, not_found(id));
-              to.send(schemas::encode(schemas::cancel_reply{id, st.info->state}));
+              auto reply = [to, id, state = st.info->state] { to.send(schemas::encode(schemas::cancel_reply{id, state})); };
+              if (!self->state.ctx.journal || st.info->state != job_state::cancelled) return reply();
+              // With the journal, the acknowledgement waits until the cancel is stored.
+              self->request(self->state.ctx.pub, kActorTimeout, p_cancel_atom::value, id)
+                  .then([reply] { reply(); }, internal_error(self, to, id));
             },
             internal_error(self, to, c->id));
     return;

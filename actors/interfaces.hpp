@@ -36,6 +36,11 @@ using x_step_atom = caf::atom_constant<caf::atom("x_step")>;
 using p_event_atom = caf::atom_constant<caf::atom("p_event")>;
 using p_fetch_atom = caf::atom_constant<caf::atom("p_fetch")>;
 using p_tick_atom = caf::atom_constant<caf::atom("p_tick")>;
+using p_accept_atom = caf::atom_constant<caf::atom("p_accept")>;
+using p_running_atom = caf::atom_constant<caf::atom("p_running")>;
+using p_flush_atom = caf::atom_constant<caf::atom("p_flush")>;
+using p_cancel_atom = caf::atom_constant<caf::atom("p_cancel")>;
+using s_journal_atom = caf::atom_constant<caf::atom("s_journal")>;
 
 /// The executor actor: detached (its own thread), owns the model and the device.
 using executor_actor = caf::typed_actor<
@@ -43,8 +48,24 @@ using executor_actor = caf::typed_actor<
     // device failed (the scheduler then fails every live job and the runtime exits non-zero).
     caf::replies_to<x_step_atom, step_plan>::with<step_result>>;
 
-/// The publisher actor: detached, owns the PUB socket and the retention buffer `fetch` reads.
+/// The publisher actor: detached, owns the PUB socket, the retention buffer `fetch` reads and,
+/// when on, the job journal (write-ahead: an event goes out only once committed; the events
+/// that arrive together are committed together, see publisher_actor.hpp).
 using publisher_actor = caf::typed_actor<
+    // request actor -> publisher: a job was admitted: store its request (the submit map, seed
+    // resolved; arrival in Unix seconds) with its `accepted` event (seq 0), then send that
+    // event; the reply (after the commit) lets the request actor answer the producer.
+    caf::replies_to<p_accept_atom, std::string, schemas::wire_bytes, double, schemas::wire_bytes>::with<void>,
+    // scheduler -> publisher: these jobs are about to run for the first time in this
+    // incarnation; the reply comes once that is stored (a job running in N consecutive crashes
+    // is a poison job at the next start).
+    caf::replies_to<p_running_atom, std::vector<std::string>>::with<void>,
+    // front actor -> publisher: the scheduler cancelled this job; the reply comes once that is
+    // stored (after a crash the job then ends as cancelled instead of resuming), so an
+    // acknowledged cancel holds.
+    caf::replies_to<p_cancel_atom, std::string>::with<void>,
+    // self: commit what arrived since the last flush, then send it and acknowledge it.
+    caf::reacts_to<p_flush_atom>,
     // request actor -> publisher: append one encoded event (next seq of that job) to the job's
     // log and send it on "job/<id>/". `terminal` marks the job's last event. A tokens event
     // arrives as a request delegated by the request actor; the empty reply acknowledges it to
@@ -73,6 +94,9 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<s_stats_atom>::with<serving_stats>,
     // self: run one iteration when idle.
     caf::reacts_to<s_tick_atom>,
+    // runtime -> scheduler, once at start when the journal is on: mark each job's first run
+    // with this publisher (p_running) before the step that runs it.
+    caf::reacts_to<s_journal_atom, publisher_actor>,
     // runtime -> scheduler: refuse new jobs, let live ones finish for `timeout_s`, cancel the
     // rest; replies once nothing is live.
     caf::replies_to<s_drain_atom, double>::with<bool>,

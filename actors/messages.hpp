@@ -18,6 +18,8 @@ namespace conveyor::actors {
 
 /// Seconds on the runtime's steady clock (the engine's `now_s`).
 double now_s();
+/// Wall-clock seconds since the Unix epoch (what the journal stores: it outlives the process).
+double unix_now();
 
 /// intake -> front actor: one decoded request (or the decode error refusing it), where its
 /// answer goes, and when the intake received it.
@@ -34,6 +36,8 @@ struct submission {
   std::string job_id;
   request req;  // req.id is assigned by the job table
   std::optional<refusal> refused;
+  bool resume = false;  // a journaled job continuing after a restart (its id is reserved)
+  std::optional<job_info> ended;  // resume: its output was complete before the crash; record this end
 };
 
 /// scheduler -> request actor: the job's seq id, or why it was refused.

@@ -1,8 +1,10 @@
 #include "actors/publisher_actor.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "schemas/events.hpp"
 #include "schemas/protocol.hpp"
@@ -20,9 +22,18 @@ struct publisher_state {
   std::shared_ptr<transport::pub_socket> pub;
   scheduler_actor sched;
   publisher_config cfg;
+  runtime_control* control = nullptr;
   std::unordered_map<std::string, job_log> logs;
   std::deque<std::pair<double, std::string>> completed;  // (completion time, job id), oldest first
-  uint64_t heartbeat_seq = 0;
+  uint64_t heartbeat_seq = 0, ticks = 0;
+  // The journal's write-ahead buffer: what the next flush commits, then sends and answers.
+  journal::write_batch batch;
+  std::unordered_map<std::string, uint64_t> buffered;  // events per job in the buffer
+  // Jobs the scheduler runs before their `accepted` reached this actor (the scheduler admits a
+  // job at once; its request actor asks for the commit after): marked with their request.
+  std::unordered_set<std::string> running_unstored, cancelled_unstored;
+  std::vector<caf::response_promise> waiting;
+  bool flush_armed = false, broken = false;
 };
 
 using self_ptr = publisher_actor::stateful_pointer<publisher_state>;
@@ -35,6 +46,68 @@ void prune(publisher_state& st, double now) {
     st.logs.erase(st.completed.front().second);
     st.completed.pop_front();
   }
+  if (st.cfg.journal && !st.broken && st.ticks % 5 == 0) {
+    try {
+      st.cfg.journal->prune(unix_now() - st.cfg.retention_s, st.cfg.max_retained_jobs);
+    } catch (const journal::journal_error& e) {
+      std::fprintf(stderr, "conveyor: %s (pruning; retried later)\n", e.what());
+    }
+  }
+}
+
+// Sends one event and keeps it for fetch.
+void send_logged(publisher_state& st, const std::string& job_id, schemas::wire_bytes event, bool terminal) {
+  job_log& log = st.logs[job_id];
+  st.pub->send(schemas::topic_for(job_id), as_view(event));
+  log.events.push_back(std::move(event));
+  if (terminal && !log.complete) {
+    log.complete = true;
+    st.completed.emplace_back(now_s(), job_id);
+  }
+}
+
+void arm_flush(self_ptr self) {
+  if (self->state.flush_armed) return;
+  self->state.flush_armed = true;
+  self->send(self, p_flush_atom::value);
+}
+
+// Commits the buffer, then sends its events and answers the requests waiting on it.
+void flush(self_ptr self) {
+  auto& st = self->state;
+  st.flush_armed = false;
+  if (st.broken) return;
+  st.batch.now_unix = unix_now();
+  try {
+    st.cfg.journal->commit(st.batch);
+  } catch (const journal::journal_error& e) {
+    // Nothing of this batch goes out: a producer never holds an `accepted` or an event the
+    // journal lacks. The server stops; after a restart the journal's jobs resume.
+    st.broken = true;
+    st.batch.clear();
+    st.buffered.clear();
+    for (auto& rp : st.waiting) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
+    st.waiting.clear();
+    std::fprintf(stderr, "conveyor: %s; stopping (jobs resume from the journal after a restart)\n", e.what());
+    if (st.control) st.control->request_stop(1, std::string("journal write failed: ") + e.what());
+    return;
+  }
+  for (auto& ev : st.batch.events) send_logged(st, ev.job_id, std::move(ev.body), ev.terminal);
+  st.batch.clear();
+  st.buffered.clear();
+  for (auto& rp : st.waiting) rp.deliver(caf::unit);
+  st.waiting.clear();
+}
+
+// An event of a job's log: through the journal's buffer when it is on, else straight out.
+void on_event(self_ptr self, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
+  auto& st = self->state;
+  if (!st.cfg.journal) return send_logged(st, job_id, std::move(event), terminal);
+  if (st.broken) return;
+  const uint64_t seq = st.logs[job_id].events.size() + st.buffered[job_id]++;
+  st.batch.events.push_back({job_id, seq, std::move(event), terminal});
+  if (self->current_mailbox_element()->mid.is_request()) st.waiting.push_back(self->make_response_promise());
+  arm_flush(self);
 }
 
 void heartbeat(self_ptr self) {
@@ -43,7 +116,7 @@ void heartbeat(self_ptr self) {
         auto& st = self->state;
         schemas::heartbeat_event hb;
         hb.seq = st.heartbeat_seq++;
-        hb.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        hb.ts = unix_now();
         hb.status = s.draining ? schemas::server_status::draining : schemas::server_status::serving;
         hb.running = s.running;
         hb.waiting = s.queued;
@@ -54,40 +127,96 @@ void heartbeat(self_ptr self) {
       [](const caf::error&) {});  // the scheduler is busy or gone: skip this beat
 }
 
+fetch_result fetch(publisher_state& st, const std::string& job_id, int64_t from, int64_t max_events) {
+  fetch_result r;
+  from = std::max<int64_t>(from, 0);
+  max_events = std::max<int64_t>(max_events, 0);
+  auto it = st.logs.find(job_id);
+  if (it == st.logs.end()) {
+    if (!st.cfg.journal || job_id.empty()) return r;
+    // A job finished before this incarnation (or pruned from memory): the journal has it.
+    std::optional<journal::stored_slice> s;
+    try {
+      s = st.cfg.journal->read(job_id, static_cast<uint64_t>(from), static_cast<uint64_t>(max_events));
+    } catch (const journal::journal_error& e) {
+      std::fprintf(stderr, "conveyor: %s (fetch of '%s')\n", e.what(), job_id.c_str());
+    }
+    if (!s) return r;
+    r.found = true;
+    r.next_seq = s->next_seq;
+    r.events = std::move(s->events);
+    r.complete = s->ended && static_cast<uint64_t>(from) + r.events.size() >= s->next_seq;
+    return r;
+  }
+  const auto& ev = it->second.events;
+  r.found = true;
+  r.next_seq = ev.size();
+  const int64_t n = static_cast<int64_t>(ev.size());
+  const int64_t begin = std::min(from, n), end = std::min(n, begin + max_events);
+  r.events.assign(ev.begin() + begin, ev.begin() + end);
+  r.complete = it->second.complete && end == n;
+  return r;
+}
+
 publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                              publisher_config cfg) {
-  self->state.pub = std::move(pub);
-  self->state.sched = std::move(sched);
-  self->state.cfg = cfg;
+                                              publisher_config cfg, runtime_control* control) {
+  auto& st = self->state;
+  st.pub = std::move(pub);
+  st.sched = std::move(sched);
+  for (auto& [id, events] : cfg.resumed_logs) st.logs[id].events = std::move(events);
+  cfg.resumed_logs.clear();
+  st.cfg = std::move(cfg);
+  st.control = control;
   self->send(self, p_tick_atom::value);
   return {
-      [self](p_event_atom, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
+      [self](p_accept_atom, const std::string& job_id, schemas::wire_bytes& request, double arrival_unix,
+             schemas::wire_bytes& accepted) -> caf::result<void> {
         auto& st = self->state;
-        job_log& log = st.logs[job_id];
-        st.pub->send(schemas::topic_for(job_id), as_view(event));
-        log.events.push_back(std::move(event));
-        if (terminal && !log.complete) {
-          log.complete = true;
-          st.completed.emplace_back(now_s(), job_id);
+        if (!st.cfg.journal) {
+          send_logged(st, job_id, std::move(accepted), false);
+          return caf::unit;
         }
+        if (st.broken) return caf::sec::request_receiver_down;
+        st.batch.jobs.push_back({job_id, std::move(request), arrival_unix});
+        if (st.running_unstored.erase(job_id)) st.batch.running.push_back(job_id);
+        if (st.cancelled_unstored.erase(job_id)) st.batch.cancelled.push_back(job_id);
+        on_event(self, job_id, accepted, false);  // takes the response promise
+        return caf::delegated<void>{};
+      },
+      [self](p_running_atom, std::vector<std::string>& job_ids) -> caf::result<void> {
+        auto& st = self->state;
+        if (!st.cfg.journal) return caf::unit;
+        if (st.broken) return caf::sec::request_receiver_down;
+        for (auto& id : job_ids) {
+          if (st.logs.count(id) || st.buffered.count(id)) st.batch.running.push_back(std::move(id));
+          else st.running_unstored.insert(std::move(id));
+        }
+        st.waiting.push_back(self->make_response_promise());
+        arm_flush(self);
+        return caf::delegated<void>{};
+      },
+      [self](p_cancel_atom, std::string& job_id) -> caf::result<void> {
+        auto& st = self->state;
+        if (!st.cfg.journal) return caf::unit;
+        if (st.broken) return caf::sec::request_receiver_down;
+        if (st.logs.count(job_id) || st.buffered.count(job_id)) st.batch.cancelled.push_back(std::move(job_id));
+        else st.cancelled_unstored.insert(std::move(job_id));  // stored with its request
+        st.waiting.push_back(self->make_response_promise());
+        arm_flush(self);
+        return caf::delegated<void>{};
+      },
+      [self](p_flush_atom) { flush(self); },
+      [self](p_event_atom, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
+        on_event(self, job_id, event, terminal);
       },
       [self](p_event_atom, const std::string& job_id, const schemas::wire_bytes& event) {
         self->state.pub->send(schemas::topic_for(job_id), as_view(event));
       },
       [self](p_fetch_atom, const std::string& job_id, int64_t from, int64_t max_events) -> fetch_result {
-        fetch_result r;
-        auto it = self->state.logs.find(job_id);
-        if (it == self->state.logs.end()) return r;
-        const auto& ev = it->second.events;
-        r.found = true;
-        r.next_seq = ev.size();
-        const int64_t n = static_cast<int64_t>(ev.size());
-        const int64_t begin = std::min(std::max<int64_t>(from, 0), n), end = std::min(n, begin + std::max<int64_t>(max_events, 0));
-        r.events.assign(ev.begin() + begin, ev.begin() + end);
-        r.complete = it->second.complete && end == n;
-        return r;
+        return fetch(self->state, job_id, from, max_events);
       },
       [self](p_tick_atom) {
+        ++self->state.ticks;
         prune(self->state, now_s());
         heartbeat(self);
         self->delayed_send(self, std::chrono::milliseconds(self->state.cfg.heartbeat_ms), p_tick_atom::value);
@@ -98,9 +227,9 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
 } // namespace
 
 publisher_actor spawn_publisher(caf::actor_system& sys, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                const publisher_config& cfg, bool detached) {
-  if (!detached) return sys.spawn(publisher_impl, std::move(pub), std::move(sched), cfg);
-  return sys.spawn<caf::detached>(publisher_impl, std::move(pub), std::move(sched), cfg);
+                                publisher_config cfg, runtime_control* control, bool detached) {
+  if (!detached) return sys.spawn(publisher_impl, std::move(pub), std::move(sched), std::move(cfg), control);
+  return sys.spawn<caf::detached>(publisher_impl, std::move(pub), std::move(sched), std::move(cfg), control);
 }
 
 } // namespace conveyor::actors

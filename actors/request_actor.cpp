@@ -7,6 +7,7 @@
 #include "model/text_stream.hpp"
 #include "schemas/events.hpp"
 #include "schemas/replies.hpp"
+#include "schemas/stored.hpp"
 
 namespace conveyor::actors {
 namespace {
@@ -24,6 +25,12 @@ struct request_state {
   std::vector<float> pending_logprobs;
   double last_token_s = -1.0;
   int32_t tokens_taken = 0;  // output tokens pushed into the text, up to a stop string
+  std::optional<resume_info> resume;
+  int32_t resumed_tokens = 0;  // output tokens published before the restart
+  int32_t prompt_len = 0;      // the job's own prompt tokens
+  // The `accepted` reply waits for the journal's commit; a job may end meanwhile (the scheduler
+  // runs it at once): the actor then lives on until the reply is out.
+  bool accept_pending = false, quit_when_answered = false;
 };
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
@@ -92,6 +99,35 @@ request_latencies latencies(const schemas::done_event& done, int32_t completion_
   return l;
 }
 
+// Quits, or once the pending `accepted` reply is out.
+void end_actor(self_ptr self) {
+  if (self->state.accept_pending) self->state.quit_when_answered = true;
+  else self->quit();
+}
+
+void on_end(self_ptr self, const job_end& end);
+void resume_failed(self_ptr self, const refusal& why);
+void resume_ended(self_ptr self, submission sub, finish_reason reason);
+
+// Tells the producer the job is in: once the journal has it (the accepted event goes out with
+// that commit), the reply.
+void answer_accepted(self_ptr self) {
+  auto& st = self->state;
+  schemas::accepted_event ev;
+  schemas::wire_bytes accepted = encode_next(st, ev);
+  schemas::wire_bytes request = st.ctx.journal ? schemas::encode(st.job) : schemas::wire_bytes{};
+  const double arrival_unix = unix_now() - (now_s() - st.arrival_s);
+  st.accept_pending = true;
+  auto answered = [self](bool ok) {
+    auto& st = self->state;
+    if (ok) st.to.send(schemas::encode(schemas::submit_reply{st.job.id}));  // else the journal failed: the server stops
+    st.accept_pending = false;
+    if (st.quit_when_answered) self->quit();
+  };
+  self->request(st.ctx.pub, caf::infinite, p_accept_atom::value, st.job.id, std::move(request), arrival_unix, std::move(accepted))
+      .then([answered] { answered(true); }, [answered](caf::error&) { answered(false); });
+}
+
 void start(self_ptr self) {
   auto& st = self->state;
   submission sub;
@@ -99,8 +135,20 @@ void start(self_ptr self) {
   auto tokens = tokenize(st);
   if (auto* why = std::get_if<refusal>(&tokens)) sub.refused = std::move(*why);
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
-  sub.req.sampling = st.job.to_sampling_params(std::random_device{}());
+  // The seed is stored with the job: a job resumed after a restart samples on with it.
+  if (!st.job.seed) st.job.seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  sub.req.sampling = st.job.to_sampling_params(*st.job.seed);
   sub.req.stop = st.job.to_stop_params(st.ctx.tok->eog_ids());
+  if (st.resume) {
+    // Continue from the prompt plus the output already published (recomputed; the prefix cache
+    // helps), for the tokens still owed.
+    st.prompt_len = static_cast<int32_t>(sub.req.prompt_token_ids.size());
+    sub.resume = true;
+    const std::optional<finish_reason> ended = st.resume->cancelled ? std::optional(finish_reason::cancelled)
+                                               : st.text->stopped()    ? std::optional(finish_reason::stop)
+                                                                       : job_table::resume_request(sub.req, st.resume->published);
+    if (ended && !sub.refused) return resume_ended(self, std::move(sub), *ended);
+  }
   sub.req.priority = st.job.priority;
   sub.req.arrival_time_s = st.arrival_s;
   if (st.job.deadline_ms) sub.req.deadline_s = st.arrival_s + static_cast<double>(*st.job.deadline_ms) / 1000.0;
@@ -109,17 +157,19 @@ void start(self_ptr self) {
           [self](submit_answer& a) {
             auto& st = self->state;
             if (auto* why = std::get_if<refusal>(&a.outcome)) {
+              if (st.resume) return resume_failed(self, *why);
               refuse_submit(st.ctx, st.to, st.job.id, *why);
               self->quit();
               return;
             }
             st.sid = std::get<seq_id>(a.outcome);
-            publish(self, schemas::accepted_event{}, false);
-            st.to.send(schemas::encode(schemas::submit_reply{st.job.id}));
+            if (!st.resume) answer_accepted(self);
           },
           [self](caf::error& e) {
             auto& st = self->state;
-            refuse_submit(st.ctx, st.to, st.job.id, {refusal_code::internal, "scheduler unavailable: " + self->system().render(e)});
+            const refusal why{refusal_code::internal, "scheduler unavailable: " + self->system().render(e)};
+            if (st.resume) return resume_failed(self, why);
+            refuse_submit(st.ctx, st.to, st.job.id, why);
             self->quit();
           });
 }
@@ -157,7 +207,7 @@ void on_end(self_ptr self, const job_end& end) {
     ev.message = end.error;
     publish(self, std::move(ev), true);
     if (st.ctx.registry) st.ctx.registry->count_failed();
-    self->quit();
+    end_actor(self);
     return;
   }
   st.text->finish();
@@ -169,24 +219,76 @@ void on_end(self_ptr self, const job_end& end) {
   done.text = st.text->full_text();
   // After a stop string the scheduler learns of it a step or more late: the usage counts the
   // tokens up to the match (the ones the events carried), not those made meanwhile.
+  // (A resumed job's earlier output is counted as output: job_table::end_job.)
   const int32_t completion = st.text->stopped() ? st.tokens_taken : end.completion_tokens;
   done.usage = {end.prompt_tokens, completion, end.cached_tokens};
   done.timing.queue_ms = ((t.first_scheduled_s >= 0 ? t.first_scheduled_s : t.finished_s) - st.arrival_s) * 1000.0;
-  if (t.first_token_s >= 0) done.timing.ttft_ms = (t.first_token_s - st.arrival_s) * 1000.0;
+  if (t.first_token_s >= 0 && st.resumed_tokens == 0) done.timing.ttft_ms = (t.first_token_s - st.arrival_s) * 1000.0;
   done.timing.e2e_ms = (now - st.arrival_s) * 1000.0;
   if (st.ctx.registry) st.ctx.registry->count_finished(to_string(done.reason), latencies(done, completion));
   publish(self, std::move(done), true);
-  self->quit();
+  end_actor(self);
+}
+
+// A resumed job whose output was complete before the crash (its done event was not stored): the
+// job table records its end, and its done event goes out now.
+void resume_ended(self_ptr self, submission sub, finish_reason reason) {
+  auto& st = self->state;
+  sub.ended = job_info{reason == finish_reason::cancelled ? job_state::cancelled : job_state::finished, st.prompt_len,
+                       st.resumed_tokens, reason};
+  self->request(st.ctx.sched, caf::infinite, s_submit_atom::value, std::move(sub)).then([](submit_answer&) {}, [](caf::error&) {});
+  job_end end;
+  end.reason = reason;
+  end.prompt_tokens = st.prompt_len;
+  end.completion_tokens = st.resumed_tokens;
+  end.times.finished_s = now_s();
+  on_end(self, end);
+}
+
+// A resumed job the job table refused: a server shutting down leaves it for the next start; one
+// whose prompt and output reach max_model_len had ended (length); anything else ends with an error.
+void resume_failed(self_ptr self, const refusal& why) {
+  auto& st = self->state;
+  if (why.code == refusal_code::shutting_down) {
+    end_actor(self);
+    return;
+  }
+  if (why.code == refusal_code::too_long) {
+    job_end end;
+    end.reason = finish_reason::length;  // its prompt and output reach max_model_len
+    end.prompt_tokens = st.prompt_len;
+    end.completion_tokens = st.resumed_tokens;
+    end.times.finished_s = now_s();
+    return on_end(self, end);
+  }
+  schemas::error_event ev;
+  ev.code = schemas::to_error_code(why.code);
+  ev.message = "the job could not resume after a restart: " + why.message;
+  publish(self, std::move(ev), true);
+  if (st.ctx.registry) st.ctx.registry->count_failed();
+  end_actor(self);
 }
 
 request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                                          front_context ctx) {
+                                          front_context ctx, std::optional<resume_info> resume) {
   auto& st = self->state;
   st.text = std::make_unique<model::text_stream>(*ctx.tok, job.stop);
   st.job = std::move(job);
   st.to = to;
   st.ctx = std::move(ctx);
   st.arrival_s = arrival_s;
+  if (resume) {
+    // Replays the published output into the text: the next delta starts where the last ended.
+    st.next_seq = resume->next_seq;
+    for (token_id t : resume->published) {
+      if (st.text->stopped()) break;
+      st.text->push(t);
+      ++st.tokens_taken;
+    }
+    (void)st.text->take_visible(false);
+    st.resumed_tokens = static_cast<int32_t>(resume->published.size());
+    st.resume = std::move(resume);
+  }
   return {
       [self](r_start_atom) { start(self); },
       [self](r_tokens_atom, const token_batch& b) { return on_tokens(self, b); },
@@ -212,8 +314,8 @@ void refuse_submit(const front_context& ctx, const transport::reply_to& to, cons
 }
 
 request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                            const front_context& ctx) {
-  auto actor = sys.spawn(request_impl, std::move(job), arrival_s, to, ctx);
+                            const front_context& ctx, std::optional<resume_info> resume) {
+  auto actor = sys.spawn(request_impl, std::move(job), arrival_s, to, ctx, std::move(resume));
   if (ctx.live_requests) {
     ++*ctx.live_requests;
     actor->attach_functor([counter = ctx.live_requests] { --*counter; });

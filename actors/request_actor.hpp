@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <vector>
 
 #include "actors/interfaces.hpp"
@@ -24,13 +25,24 @@ struct front_context {
   std::string model_name;
   const std::atomic<bool>* draining = nullptr;  // set once the runtime drains (health)
   std::atomic<int64_t>* live_requests = nullptr;  // request actors alive (the drain waits for 0)
+  bool journal = false;  // the journal is on: each accepted job's request goes to it
+};
+
+/// A journaled job continuing after a restart: it is not submitted as new (no `accepted`, no
+/// reply) but with the output its tokens events carried appended to its prompt, and its events
+/// go on at `next_seq`.
+struct resume_info {
+  std::vector<token_id> published;  ///< every token id of its tokens events, in order
+  uint64_t next_seq = 0;            ///< events it published before
+  double arrival_unix = 0.0;        ///< when the first incarnation received it
+  bool cancelled = false;           ///< its cancel was acknowledged: it ends as cancelled
 };
 
 /// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock) and starts
 /// it. The answer goes to `to` (a PUSHed job: `to` is fire-and-forget, and the answer is the
 /// job's first event).
 request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                            const front_context& ctx);
+                            const front_context& ctx, std::optional<resume_info> resume = std::nullopt);
 
 /// Counts a refused submit and tells the producer: an error reply, or over PULL an error event
 /// on the job's topic, unless the refusal is `duplicate` (that topic belongs to the existing job)

@@ -1,13 +1,19 @@
 #include "actors/runtime.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "actors/executor_actor.hpp"
+#include "actors/recovery.hpp"
 #include "actors/trace_writer.hpp"
 
 namespace conveyor::actors {
 
 runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok) {
+  // What the last incarnation left (throws journal_error on a damaged file, before anything runs).
+  recovery_plan plan;
+  if (o.journal) plan = plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
+  recovered_ = {plan.finished.size(), plan.resumed.size(), plan.poisoned.size()};
   if (!o.trace_path.empty()) {
     const trace_header th{o.sched.batching, o.sched.max_num_seqs, o.sched.max_num_batched_tokens,
                           ex->info().num_kv_blocks, ex->info().block_size, o.model_name};
@@ -33,11 +39,28 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   sc.cache = o.cache;
   sc.num_kv_blocks = ex->info().num_kv_blocks;
   sc.trace = trace_;
+  sc.restored_finished = std::move(plan.finished);
+  for (const auto& r : plan.resumed) sc.restored_unfinished.push_back(r.job.id);
+  for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, unix_now()});
+  sc.retention_s = o.pub.retention_s;
+  sc.max_remembered_jobs = o.pub.max_retained_jobs;
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
-  publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, o.pub);
+  publisher_config pc = o.pub;
+  pc.journal = o.journal;
+  pc.resumed_logs = std::move(plan.logs);
+  publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
   pub_sock_.reset();  // the publisher's thread is its only user from here on
-  front_ = spawn_front(*sys_, front_context{&tok, *scheduler_, *publisher_, &metrics_, o.model_name, &draining_, &live_requests_});
+  const front_context ctx{&tok, *scheduler_, *publisher_, &metrics_, o.model_name, &draining_, &live_requests_, o.journal != nullptr};
+  front_ = spawn_front(*sys_, ctx);
+  if (o.journal) {
+    caf::anon_send(*scheduler_, s_journal_atom::value, *publisher_);
+    for (const auto& p : plan.poisoned) caf::anon_send(*publisher_, p_event_atom::value, p.job_id, poison_event(p, o.poison_after), true);
+    for (auto& r : plan.resumed) {
+      const double arrival_s = now_s() - std::max(0.0, unix_now() - r.resume.arrival_unix);
+      spawn_request(*sys_, std::move(r.job), arrival_s, transport::reply_to{}, ctx, std::move(r.resume));
+    }
+  }
   door_ = std::make_unique<front_door>(*front_);
   if (http_) http_->start();
   router_intake_->start(*door_);

@@ -46,6 +46,16 @@ struct runtime_options {
   /// CURVE on the ROUTER, PULL and PUB sockets with a ZAP allow-list; off when its secret_key is
   /// empty (the default: plain TCP).
   transport::curve_server_config curve;
+  /// The job journal, opened by the caller (null: off, and a crash loses every live job). The
+  /// runtime resumes what it holds and writes every accepted job and event to it.
+  std::shared_ptr<journal::journal> journal;
+  /// A job running in this many consecutive crashes ends with an error instead (0: never).
+  int32_t poison_after = 2;
+};
+
+/// What the runtime found in the journal at start.
+struct recovery_counts {
+  size_t finished = 0, resumed = 0, poisoned = 0;
 };
 
 class runtime {
@@ -64,6 +74,7 @@ public:
   std::string metrics_url() const { return http_ ? http_->url() : std::string(); }
   /// The bound /metrics port (resolves 0), or -1 when off.
   int metrics_port() const { return http_ ? http_->port() : -1; }
+  const recovery_counts& recovered() const { return recovered_; }
 
   /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
   /// the rest (each gets its done event), flushes their events and stops every thread.
@@ -96,6 +107,7 @@ private:
   std::optional<front_actor> front_;
   std::unique_ptr<front_door> door_;
   std::string router_, pub_, pull_;
+  recovery_counts recovered_;
   bool stopped_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "actors/scheduler_actor.hpp"
 
+#include <optional>
 #include <unordered_map>
 
 #include "actors/trace_writer.hpp"
@@ -16,6 +17,7 @@ struct scheduler_state {
   bool step_in_flight = false, tick_armed = false;
   std::vector<caf::response_promise> drain_waiters;
   std::shared_ptr<trace_writer> trace;  // null: tracing off
+  std::optional<publisher_actor> journal;  // the journal is on: mark first runs through it
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -54,6 +56,8 @@ void deliver(self_ptr self) {
   maybe_finish_drain(self);
 }
 
+void run_step(self_ptr self, step_plan plan);
+
 void fail_all(self_ptr self, const std::string& why) {
   self->state.jobs->fail_all(why, now_s());
   deliver(self);
@@ -74,8 +78,24 @@ void iterate(self_ptr self) {
     }
     return;
   }
-  if (st.trace) st.trace->begin_step(plan, st.jobs->sched(), [&st](seq_id id) { return st.jobs->job_id_of(id); }, now_s());
   st.step_in_flight = true;
+  std::vector<std::string> first_runs = st.jobs->take_first_scheduled();
+  if (st.journal && !first_runs.empty()) {
+    // Stored before the step that runs them: a job that crashes the server is known at restart.
+    self->request(*st.journal, caf::infinite, p_running_atom::value, std::move(first_runs))
+        .then([self, plan = std::move(plan)]() mutable { run_step(self, std::move(plan)); },
+              [self](caf::error& e) {
+                self->state.step_in_flight = false;
+                fail_all(self, "journal unavailable: " + self->system().render(e));
+              });
+    return;
+  }
+  run_step(self, std::move(plan));
+}
+
+void run_step(self_ptr self, step_plan plan) {
+  auto& st = self->state;
+  if (st.trace) st.trace->begin_step(plan, st.jobs->sched(), [&st](seq_id id) { return st.jobs->job_id_of(id); }, now_s());
   self->request(st.executor, caf::infinite, x_step_atom::value, std::move(plan))
       .then(
           [self](step_result& r) {
@@ -99,14 +119,21 @@ void kick(self_ptr self) {
 scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_config cfg, executor_actor executor,
                                               runtime_control* control) {
   auto& st = self->state;
-  st.jobs = std::make_unique<job_table>(cfg.sched, cfg.cache, cfg.num_kv_blocks, cfg.max_remembered_jobs);
+  st.jobs = std::make_unique<job_table>(cfg.sched, cfg.cache, cfg.num_kv_blocks, cfg.max_remembered_jobs, cfg.retention_s);
+  for (const auto& r : cfg.restored_finished) st.jobs->restore_finished(r.job_id, r.info, now_s() - std::max(0.0, unix_now() - r.ended_unix));
+  for (const auto& id : cfg.restored_unfinished) st.jobs->reserve(id);
   st.executor = std::move(executor);
   st.control = control;
   st.trace = cfg.trace;
   return {
       [self](s_submit_atom, submission& sub) -> submit_answer {
         auto& st = self->state;
-        auto outcome = st.jobs->submit(sub.job_id, std::move(sub.req), sub.refused, now_s());
+        st.jobs->forget_expired(now_s());
+        if (sub.ended) {
+          st.jobs->end_resumed(sub.job_id, *sub.ended, now_s());
+          return submit_answer{refusal{refusal_code::duplicate, "ended before the restart"}};
+        }
+        auto outcome = st.jobs->submit(sub.job_id, std::move(sub.req), sub.refused, now_s(), sub.resume);
         if (auto* id = std::get_if<seq_id>(&outcome)) {
           st.handles[*id] = caf::actor_cast<request_actor>(self->current_sender());
           kick(self);
@@ -123,12 +150,16 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
         self->state.jobs->finish_stop(id, now_s());
         deliver(self);
       },
-      [self](s_status_atom, const std::string& job_id) -> job_status { return {self->state.jobs->status(job_id)}; },
+      [self](s_status_atom, const std::string& job_id) -> job_status {
+        self->state.jobs->forget_expired(now_s());
+        return {self->state.jobs->status(job_id)};
+      },
       [self](s_stats_atom) -> serving_stats { return self->state.jobs->stats(now_s()); },
       [self](s_tick_atom) {
         self->state.tick_armed = false;
         iterate(self);
       },
+      [self](s_journal_atom, publisher_actor pub) { self->state.journal = std::move(pub); },
       [self](s_drain_atom, double timeout_s) -> caf::result<bool> {
         auto& st = self->state;
         st.jobs->begin_drain();

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/interfaces.hpp"
 #include "actors/runtime_control.hpp"
@@ -14,14 +17,27 @@ namespace conveyor::actors {
 
 class trace_writer;
 
+/// A finished job the journal remembers: how it ended, and when (Unix seconds).
+struct restored_job {
+  std::string job_id;
+  job_info info;
+  double ended_unix = 0.0;
+};
+
 struct scheduler_actor_config {
   scheduler_config sched;
   cache_config cache;
   int32_t num_kv_blocks = 0;
   /// Finished job ids remembered for duplicate detection and `status`.
   size_t max_remembered_jobs = 100000;
+  /// ... and for this long after they ended (the publisher's retention of their events).
+  double retention_s = 300.0;
   /// The iteration trace (`--trace`), or null when off; the actor records every step into it.
   std::shared_ptr<trace_writer> trace;
+  /// From the journal at start: finished jobs to remember (duplicate, status), and unfinished
+  /// ones whose ids stay reserved for their resume submits.
+  std::vector<restored_job> restored_finished;
+  std::vector<std::string> restored_unfinished;
 };
 
 /// Spawns the scheduler actor. On an executor failure it fails every live job and calls

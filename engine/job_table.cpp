@@ -1,17 +1,44 @@
 // The job lifecycle: admission, the id registry, timestamps and flow control of token outputs.
 #include "engine/job_table.hpp"
 
+#include <algorithm>
+#include <utility>
+
 namespace conveyor {
 
-job_table::job_table(const scheduler_config& sched, const cache_config& cache, int32_t num_kv_blocks, size_t max_remembered)
-    : sched_(sched, cache, num_kv_blocks), max_remembered_(max_remembered) {
+job_table::job_table(const scheduler_config& sched, const cache_config& cache, int32_t num_kv_blocks, size_t max_remembered,
+                     double retention_s)
+    : sched_(sched, cache, num_kv_blocks), max_remembered_(max_remembered), retention_s_(retention_s) {
   counters_.kv_blocks_total = num_kv_blocks;
 }
 
 job_table::~job_table() = default;
 
 std::variant<seq_id, refusal> job_table::submit(const std::string& job_id, request req, const std::optional<refusal>& refused,
-                                                double now_s) {
+                                                double now_s, bool resume) {
+  if (reserved_.count(job_id)) {
+    if (!resume) return refusal{refusal_code::duplicate, "job '" + job_id + "' is resuming after a restart; not run again"};
+    if (draining_ || failed_)  // it stays in the journal and resumes at the next start
+      return refusal{refusal_code::shutting_down, "the server is shutting down"};
+    reserved_.erase(job_id);
+    const int32_t prompt = static_cast<int32_t>(req.prompt_token_ids.size()) - req.resumed_output, n = req.resumed_output;
+    auto outcome = admit(job_id, std::move(req), refused, now_s);
+    if (auto* why = std::get_if<refusal>(&outcome)) {
+      // A continuation longer than max_model_len had reached its length: it ended then.
+      if (why->code == refusal_code::too_long) remember(job_id, job_info{job_state::finished, prompt, n, finish_reason::length}, now_s);
+      else remember(job_id, job_info{job_state::failed, prompt, n, std::nullopt}, now_s);
+    }
+    return outcome;
+  }
+  return admit(job_id, std::move(req), refused, now_s);
+}
+
+void job_table::end_resumed(const std::string& job_id, job_info info, double now_s) {
+  if (reserved_.erase(job_id)) remember(job_id, info, now_s);
+}
+
+std::variant<seq_id, refusal> job_table::admit(const std::string& job_id, request req, const std::optional<refusal>& refused,
+                                               double now_s) {
   if (by_job_.count(job_id)) return refusal{refusal_code::duplicate, "job '" + job_id + "' is already running; not run again"};
   if (auto it = finished_.find(job_id); it != finished_.end())
     return refusal{refusal_code::duplicate,
@@ -21,6 +48,7 @@ std::variant<seq_id, refusal> job_table::submit(const std::string& job_id, reque
   if (refused) return *refused;
   const seq_id id = next_id_++;
   req.id = id;
+  const int32_t resumed_output = req.resumed_output;
   const double arrival_s = req.arrival_time_s;
   const auto prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
   const submit_result r = sched_.submit(std::move(req), now_s);
@@ -34,6 +62,7 @@ std::variant<seq_id, refusal> job_table::submit(const std::string& job_id, reque
   job.job_id = job_id;
   job.times.arrival_s = arrival_s;
   job.times.queued_s = now_s;
+  job.resumed_output = resumed_output;
   by_job_[job_id] = id;
   ++counters_.jobs_accepted;
   counters_.prompt_tokens_total += prompt_tokens;
@@ -86,11 +115,33 @@ step_plan job_table::schedule(double now_s) {
   drain_scheduler_events(sched_.take_events(), now_s);  // deadlines found while planning
   for (const auto& s : plan.seqs) {
     auto it = live_.find(s.id);
-    if (it != live_.end() && it->second.times.first_scheduled_s < 0) it->second.times.first_scheduled_s = now_s;
+    if (it != live_.end() && it->second.times.first_scheduled_s < 0) {
+      it->second.times.first_scheduled_s = now_s;
+      first_scheduled_.push_back(it->second.job_id);
+    }
   }
   if (!plan.seqs.empty()) ++counters_.steps_total;
   return plan;
 }
+
+std::optional<finish_reason> job_table::resume_request(request& req, const std::vector<token_id>& published) {
+  const auto n = static_cast<int32_t>(published.size());
+  const stop_params& stop = req.stop;
+  if (n >= 1 && n >= stop.min_tokens) {  // the last output token was a stop id (as check_stop sees it)
+    const auto has = [last = published.back()](const std::vector<token_id>& ids) {
+      return std::find(ids.begin(), ids.end(), last) != ids.end();
+    };
+    if ((!stop.ignore_eos && has(stop.eos_token_ids)) || has(stop.stop_token_ids)) return finish_reason::stop;
+  }
+  if (n >= stop.max_tokens) return finish_reason::length;
+  req.prompt_token_ids.insert(req.prompt_token_ids.end(), published.begin(), published.end());
+  req.stop.max_tokens -= n;
+  req.stop.min_tokens = std::max(0, req.stop.min_tokens - n);
+  req.resumed_output = n;
+  return std::nullopt;
+}
+
+std::vector<std::string> job_table::take_first_scheduled() { return std::exchange(first_scheduled_, {}); }
 
 void job_table::update(const step_result& result, double now_s) { drain_scheduler_events(sched_.update(result, now_s), now_s); }
 
@@ -149,9 +200,14 @@ void job_table::end_job(seq_id id, job_end end) {
   auto it = live_.find(id);
   live_job& job = it->second;
   if (!job.pending.tokens.empty()) emit_tokens(id, job);
+  if (const int32_t n = job.resumed_output; n > 0) {  // its earlier output counts as output again
+    end.prompt_tokens = std::max(0, end.prompt_tokens - n);
+    end.completion_tokens += n;
+    end.cached_tokens = std::min(end.cached_tokens, end.prompt_tokens);
+  }
   job_info info{end.state, end.prompt_tokens, end.completion_tokens, std::nullopt};
   if (end.state != job_state::failed) info.reason = end.reason;
-  remember(job.job_id, info);
+  remember(job.job_id, info, end.times.finished_s);
   by_job_.erase(job.job_id);
   live_.erase(it);
   job_output out;
@@ -174,10 +230,17 @@ std::vector<job_output> job_table::take_outputs() {
   return out;
 }
 
-void job_table::remember(const std::string& job_id, job_info info) {
-  if (finished_.emplace(job_id, info).second) finished_order_.push_back(job_id);
+void job_table::remember(const std::string& job_id, job_info info, double ended_s) {
+  if (finished_.emplace(job_id, info).second) finished_order_.emplace_back(ended_s, job_id);
   while (finished_order_.size() > max_remembered_) {
-    finished_.erase(finished_order_.front());
+    finished_.erase(finished_order_.front().second);
+    finished_order_.pop_front();
+  }
+}
+
+void job_table::forget_expired(double now_s) {
+  while (!finished_order_.empty() && finished_order_.front().first < now_s - retention_s_) {
+    finished_.erase(finished_order_.front().second);
     finished_order_.pop_front();
   }
 }
@@ -186,10 +249,12 @@ std::optional<job_info> job_table::status(const std::string& job_id) const {
   if (auto it = by_job_.find(job_id); it != by_job_.end()) {
     const sequence* s = sched_.find(it->second);
     if (!s) return job_info{job_state::queued, 0, 0, std::nullopt};
-    return job_info{s->status == seq_status::running ? job_state::running : job_state::queued, s->num_prompt_tokens,
-                    s->num_output_tokens(), std::nullopt};
+    const int32_t n = live_.at(it->second).resumed_output;
+    return job_info{s->status == seq_status::running ? job_state::running : job_state::queued, s->num_prompt_tokens - n,
+                    s->num_output_tokens() + n, std::nullopt};
   }
   if (auto it = finished_.find(job_id); it != finished_.end()) return it->second;
+  if (reserved_.count(job_id)) return job_info{job_state::queued, 0, 0, std::nullopt};  // resuming, not yet resubmitted
   return std::nullopt;
 }
 

@@ -16,9 +16,11 @@
 
 #include <deque>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -75,8 +77,13 @@ struct job_info {
 
 class job_table {
 public:
-  /// `max_remembered`: finished ids kept for duplicate refusal and `status` (oldest forgotten).
-  job_table(const scheduler_config& sched, const cache_config& cache, int32_t num_kv_blocks, size_t max_remembered);
+  /// `max_remembered`: finished ids kept for duplicate refusal and `status` (oldest forgotten);
+  /// `retention_s`: and for at most this long after they ended (forget_expired), as their events.
+  job_table(const scheduler_config& sched, const cache_config& cache, int32_t num_kv_blocks, size_t max_remembered,
+            double retention_s = std::numeric_limits<double>::infinity());
+  /// Forgets finished ids that ended more than the retention period before `now_s` (the
+  /// protocol: after it an id may be reused).
+  void forget_expired(double now_s);
   ~job_table();
 
   /// Admits a job or refuses it. Checked in order: a known id (live or remembered) is
@@ -85,7 +92,27 @@ public:
   /// prompt that did not tokenize) is returned as is; then the scheduler's own checks
   /// (too_long, bad_request, overloaded). `req.arrival_time_s` is the arrival.
   std::variant<seq_id, refusal> submit(const std::string& job_id, request req, const std::optional<refusal>& refused,
-                                       double now_s);
+                                       double now_s, bool resume = false);
+
+  // Restart (the journal): before any submit, the runtime tells the table what the last
+  // incarnation left. A finished job is remembered (duplicate, status); an unfinished one is
+  // either resumed (its id reserved: refused as duplicate until its own resume submit) or, when
+  // it was running in `poison_after` consecutive crashes, ended as failed.
+  void restore_finished(const std::string& job_id, job_info info, double ended_s) { remember(job_id, info, ended_s); }
+  void reserve(const std::string& job_id) { reserved_.insert(job_id); }
+  /// A resumed job whose output was complete before the crash (its terminal event was lost):
+  /// it ends as `info` without running.
+  void end_resumed(const std::string& job_id, job_info info, double now_s);
+  /// Whether a job running in `crash_runs` consecutive crashes is a poison job (0: never).
+  static bool is_poison(int32_t crash_runs, int32_t poison_after) { return poison_after > 0 && crash_runs >= poison_after; }
+  /// Turns a journaled job's request into its continuation: the output it had published is
+  /// appended to its prompt (recomputed; the prefix cache helps) and counts against max_tokens
+  /// and min_tokens. Returns why it had ended when nothing is owed (its terminal event was
+  /// lost: end it with end_resumed), else nullopt.
+  static std::optional<finish_reason> resume_request(request& req, const std::vector<token_id>& published);
+  /// Job ids scheduled for the first time since the last call (the journal marks them running
+  /// before their first step).
+  std::vector<std::string> take_first_scheduled();
   /// Cancels a live job (it ends with reason cancelled). Returns the job's state afterwards,
   /// nullopt when the id is unknown.
   std::optional<job_state> cancel(const std::string& job_id, double now_s);
@@ -124,21 +151,26 @@ private:
     job_times times;
     bool in_flight = false;  // a tokens output is not yet acknowledged
     token_batch pending;
+    int32_t resumed_output = 0;  // output published before a restart, now prompt (usage moves it back)
   };
 
+  std::variant<seq_id, refusal> admit(const std::string& job_id, request req, const std::optional<refusal>& refused, double now_s);
   void drain_scheduler_events(std::vector<seq_event> events, double now_s);
   void emit_tokens(seq_id id, live_job& job);
   void end_job(seq_id id, job_end end);
-  void remember(const std::string& job_id, job_info info);
+  void remember(const std::string& job_id, job_info info, double ended_s);
 
   scheduler sched_;
   size_t max_remembered_;
+  double retention_s_;
   bool draining_ = false, failed_ = false;
   seq_id next_id_ = 1;
   std::unordered_map<seq_id, live_job> live_;
   std::unordered_map<std::string, seq_id> by_job_;
   std::unordered_map<std::string, job_info> finished_;
-  std::deque<std::string> finished_order_;
+  std::unordered_set<std::string> reserved_;
+  std::vector<std::string> first_scheduled_;
+  std::deque<std::pair<double, std::string>> finished_order_;  // (ended, id), in order of remembering
   std::vector<job_output> outbox_;
   serving_stats counters_;
   double rate_since_s_ = -1.0;

@@ -44,6 +44,9 @@ struct request {
   double arrival_time_s = 0.0;
   /// The job finishes with reason `deadline` once `now_s >= deadline_s`, waiting or running.
   std::optional<double> deadline_s;
+  /// A job resumed after a restart: the last `resumed_output` prompt tokens are output it had
+  /// published before (job_table::resume_request); its usage counts them as output.
+  int32_t resumed_output = 0;
 };
 
 /// Why a sequence stopped.

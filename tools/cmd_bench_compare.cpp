@@ -54,6 +54,13 @@ bench::compare_run run_one(const bench_opts& o, const std::string& dir, int32_t 
   const std::string tag = mode + "-cap" + std::to_string(cap);
   std::vector<std::string> args{"serve", "--batching", mode, "--router", "ipc://" + dir + "/router", "--pub",
                                 "ipc://" + dir + "/pub", "--pull", "ipc://" + dir + "/pull"};
+  // Each run journals into its own fresh directory: no job of an earlier run is remembered
+  // (the requests reuse their ids) or resumed.
+  const std::string state = dir + "/state-" + tag;
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+  args.push_back("--state-dir");
+  args.push_back(state);
   for (auto& a : split_words(o.serve_args)) args.push_back(std::move(a));
   if (o.trace) {
     args.push_back("--trace");

@@ -48,6 +48,9 @@ int run_serve(const serve_options& o) {
   }
   // Bad key files fail here, before the model loads (runtime() reads them again for good).
   if (!o.curve_secret_key.empty()) (void)transport::load_curve_server_config(o.curve_secret_key, o.authorized_keys);
+  // A bad journal fails here too, before the model loads.
+  std::shared_ptr<journal::journal> jr;
+  if (o.journal) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
   auto file = model::gguf_file::open(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
@@ -83,6 +86,7 @@ int run_serve(const serve_options& o) {
     ex = cpu;
   }
   actors::runtime_options ro = o.runtime(ex->info(), file.path());
+  ro.journal = jr;
   if (auto err = validate_engine_config(ro.sched, ro.cache, ex->info().num_kv_blocks); !err.empty()) {
     spdlog::error("conveyor serve: {}", err);
     return 2;
@@ -97,6 +101,13 @@ int run_serve(const serve_options& o) {
   spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}; router {} pub {} pull {}",
                model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
                to_string(ro.sched.batching), rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
+  if (jr) {
+    const auto& r = rt.recovered();
+    spdlog::info("conveyor serve: journal {} (sync {}, epoch {}): {} finished jobs remembered, {} resumed, {} ended as poison jobs",
+                 jr->path(), o.journal_sync, jr->epoch(), r.finished, r.resumed, r.poisoned);
+  } else {
+    spdlog::warn("conveyor serve: journal off (--no-journal): a crash loses every accepted job that has not finished");
+  }
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
   if (ro.curve.enabled()) {
     spdlog::info("conveyor serve: CURVE on (ROUTER, PULL, PUB); server public key {}; {} authorized client keys",
@@ -149,6 +160,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const actors::trace_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const journal::journal_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const transport::curve_error& e) {

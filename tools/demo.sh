@@ -56,7 +56,7 @@ show_log() {
 start_server() {
   : >"$log"
   # The server logs to stdout and stderr: both go to $log.
-  "$bin" serve --model "$model" --router "$1" --pub "$2" --pull "$3" >"$log" 2>&1 &
+  "$bin" serve --model "$model" --router "$1" --pub "$2" --pull "$3" --state-dir "$tmp/state" >"$log" 2>&1 &
   server=$!
   local waited=0 line
   while :; do

@@ -50,7 +50,7 @@ def measure(binary, args):
     eps = {k: "ipc://%s/%s" % (work, k) for k in ("router", "pub", "pull")}
     log = open(os.path.join(work, "serve.log"), "w")
     cmd = [binary, "serve", "--device", "null", "--router", eps["router"], "--pub", eps["pub"], "--pull", eps["pull"],
-           "--num-kv-blocks", "20000", "--drain-timeout", "0"] + args.serve_args.split()
+           "--num-kv-blocks", "20000", "--drain-timeout", "0", "--state-dir", os.path.join(work, "state")] + args.serve_args.split()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     ctx = zmq.Context()
     try:

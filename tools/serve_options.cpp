@@ -41,6 +41,15 @@ void serve_options::add_flags(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--metrics-host,--metrics_host", metrics_host, "Address the /metrics endpoint listens on")->capture_default_str();
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
+  cmd.add_flag("--journal,!--no-journal", journal, "Journal every accepted job and event (SQLite) so a crash loses none; --no-journal: off")
+      ->capture_default_str();
+  cmd.add_option("--state-dir,--state_dir", state_dir, "Directory of the journal (journal.db); default $XDG_STATE_HOME/conveyor or ~/.local/state/conveyor");
+  cmd.add_option("--journal-sync,--journal_sync", journal_sync,
+                 "process: a commit survives a crash of the server; power: also power loss (fsync per commit)")
+      ->check(CLI::IsMember({"process", "power"}))->capture_default_str();
+  cmd.add_option("--poison-after,--poison_after", poison_after,
+                 "A job running in this many consecutive crashes ends with an error instead of resuming (0: never)")->capture_default_str();
+  cmd.add_option("--retention", retention_s, "Seconds a finished job stays fetchable and known (also in the journal)")->capture_default_str();
   cmd.add_option("--curve-secret-key,--curve_secret_key", curve_secret_key,
                  "CURVE: the server's NAME.key from `conveyor keygen` (encrypts ROUTER, PULL, PUB; needs --authorized-keys)");
   cmd.add_option("--authorized-keys,--authorized_keys", authorized_keys,
@@ -100,9 +109,17 @@ std::string serve_options::validate() const {
   if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
+  if (!journal::sync_mode_from_string(journal_sync)) return "journal_sync must be process or power, not '" + journal_sync + "'";
+  if (poison_after < 0) return "poison_after must be >= 0 (0: never)";
+  if (!std::isfinite(retention_s) || retention_s < 0) return "retention must be a number of seconds >= 0";
   if (curve_secret_key.empty() != authorized_keys.empty())
     return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
   return {};
+}
+
+std::string serve_options::journal_file() const {
+  if (!journal) return {};
+  return journal::journal::file_in(state_dir.empty() ? journal::journal::default_state_dir() : state_dir);
 }
 
 actors::runtime_options serve_options::runtime(const executor_info& info, const std::string& model_path) const {
@@ -129,6 +146,8 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.metrics_port = metrics_port;
   r.metrics_host = metrics_host;
   r.trace_path = trace;
+  r.pub.retention_s = retention_s;
+  r.poison_after = poison_after;
   if (!curve_secret_key.empty()) r.curve = transport::load_curve_server_config(curve_secret_key, authorized_keys);
   return r;
 }

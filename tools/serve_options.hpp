@@ -40,7 +40,15 @@ struct serve_options {
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string curve_secret_key;  ///< the server's NAME.key from `conveyor keygen`; empty: CURVE off
   std::string authorized_keys;   ///< client public keys allowed to connect, one per line
+  bool journal = true;        ///< the job journal (accepted jobs survive a crash and resume)
+  std::string state_dir;      ///< where journal.db lives; empty: journal::default_state_dir()
+  std::string journal_sync = "process";  ///< process | power (fsync per commit)
+  int32_t poison_after = 2;   ///< a job running in this many consecutive crashes ends with an error (0: never)
+  double retention_s = 300.0; ///< seconds a finished job stays fetchable (memory and journal)
   std::string config_path;
+
+  /// The journal file these settings name ("" when the journal is off).
+  std::string journal_file() const;
 
   /// Applies the TOML file named by --config to every setting not given on the command line
   /// (keys are the flag names with _ or -). Returns "" or what is wrong with the file.

@@ -66,6 +66,24 @@ fake_publisher::behavior_type fake_publisher_impl(fake_publisher::stateful_point
       [self](actors::p_event_atom, const std::string& id, const schemas::wire_bytes& ev) {
         self->state.log->events.push_back({id, json::from_msgpack(ev), ev, false, false, false});
       },
+      // An accepted job: its `accepted` event, logged (the real publisher stores the request
+      // with it when the journal is on; this one keeps the request for the test).
+      [self](actors::p_accept_atom, const std::string& id, const schemas::wire_bytes& request, double,
+             const schemas::wire_bytes& ev) {
+        auto& st = self->state;
+        st.log->requests[id] = request;
+        st.log->events.push_back({id, json::from_msgpack(ev), ev, false, true, true});
+        if (st.log->hold_accepts) {  // as a journal commit that takes long
+          st.held.push_back(self->make_response_promise());
+          st.log->held = st.held.size();
+        }
+      },
+      [self](actors::p_running_atom, const std::vector<std::string>& ids) {
+        auto& runs = self->state.log->first_runs;
+        runs.insert(runs.end(), ids.begin(), ids.end());
+      },
+      [self](actors::p_cancel_atom, const std::string& id) { self->state.log->cancels.push_back(id); },
+      [](actors::p_flush_atom) {},
       [self](actors::p_fetch_atom, const std::string& id, int64_t from, int64_t max_events) -> actors::fetch_result {
         actors::fetch_result r;
         std::vector<schemas::wire_bytes> all;
@@ -143,6 +161,7 @@ harness::harness(harness_options o)
   ctx.registry = &registry;
   ctx.model_name = "tiny";
   ctx.live_requests = &live_requests;
+  ctx.journal = true;  // request actors send each job's submit map with its `accepted` (log.requests)
   front = actors::spawn_front(sys, ctx, /*detached=*/false);
   run();
 }

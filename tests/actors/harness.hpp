@@ -69,6 +69,10 @@ struct publisher_log {
   std::vector<published> events;
   bool hold = false;  ///< hold the acknowledgements of requested events until p_release
   size_t held = 0;    ///< acknowledgements held now
+  bool hold_accepts = false;  ///< hold the replies to p_accept too (the `accepted` reply waits)
+  std::map<std::string, schemas::wire_bytes> requests;  ///< p_accept: each job's stored request
+  std::vector<std::string> cancels;                    ///< p_cancel: acknowledged cancels, in order
+  std::vector<std::string> first_runs;                 ///< p_running: jobs marked running, in order
 };
 
 /// One job's logged events, as the fake publisher received them.

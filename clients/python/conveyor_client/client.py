@@ -8,7 +8,7 @@ import time
 import zmq
 
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
-                       check_reply, pack, raise_for_event, topic_for, unpack)
+                       check_reply, pack, raise_for_event, topic_for, unpack, valid_id)
 from .curve import apply_curve, check_curve
 from .sequencer import TrackedJob
 
@@ -147,6 +147,16 @@ class Client:
             self._sub.setsockopt_string(zmq.SUBSCRIBE, topic_for(job_id))
         return tracked
 
+    def attach(self, job_id, from_seq=0):
+        """Collects the events of a job this client did not submit (another producer's, or one
+        a previous run submitted) from from_seq on: poll() and stream() deliver them, its history
+        fetched on their next round (a late join, protocol section 3.2). Returns job_id."""
+        if not valid_id(job_id):
+            raise ValueError("job id must be 1-128 characters of [A-Za-z0-9._:/-], got %r"
+                             % (job_id,))
+        self._track(job_id, from_seq)
+        return job_id
+
     def forget(self, job_id):
         """Stops collecting a job's events (its buffered events are dropped)."""
         if self._jobs.pop(job_id, None) is not None and self._sub is not None:
@@ -203,6 +213,8 @@ class Client:
                 continue
             if tracked.fetch_due(now, self._idle_fetch_s, self._first_event_s) <= 0:
                 self._repair(tracked)
+                if isinstance(tracked.error, ConveyorTimeout):
+                    return  # the server does not answer: the next fetch waits for the next round
 
     def _next_fetch_in(self):
         now = time.monotonic()

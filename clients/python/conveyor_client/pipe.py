@@ -5,10 +5,33 @@ missing). At most --max-in-flight jobs run at once. One line per job is written 
 completion order:
     {"id", "text", "finish_reason", "usage", "timing"}   or   {"id", "error": {"code", "message"}}
 A progress line goes to stderr. Jobs refused with `overloaded` are resubmitted after a pause.
-Exit status: 0 when every job finished, 1 when any job was refused or failed, 2 on bad usage.
+
+--resume: rerunning the same JSONL after the server or the pipe died re-attaches to the jobs the
+server knows instead of running them again; the output still has exactly one line per input job.
+  - A line without "id" gets resume_id(): "pipe-" and a hash of the line number (1-based, every
+    line counted) and the job's canonical JSON (keys sorted, "op" dropped), so a rerun of the
+    same file names the same jobs. The same job at the same line of another file gets the same id
+    too, and re-attaches to the first one's result while the server remembers it (--retention).
+  - A submit refused as `duplicate` is re-attached: the job's events are fetched from seq 0 and
+    followed live (Client.attach), and its terminal event gives the line, as if this run had
+    submitted it. A job the server lost (`not_found` while following it) is submitted once more.
+  - While the server does not answer (a request times out after --request-timeout, resent as
+    the Client does) or is draining (`shutting_down`), nothing is submitted and `health` is
+    probed with a backoff; a server that does not answer also stops being asked about the jobs
+    (they are parked). Once it serves again the refused jobs are resubmitted (one whose reply was
+    lost then gets `duplicate`) and the parked ones re-attached. After --resume-timeout seconds
+    (default 120) of this the pipe gives up: every job still open, and every line not read yet,
+    gets a `timeout` error line. Parking all jobs, rather than retrying each on its own, keeps a
+    pipe with many jobs in flight from waiting out one request timeout per job.
+  Why ids are hashed and not kept in a local state file: the server's journal already knows every
+  accepted job, so a rerun needs only to name the same jobs; nothing on the pipe's side can then
+  disagree with the server. A job the server has forgotten (after --retention) runs again.
+Exit status: 0 when every job finished, 1 when any job was refused or failed (or timed out, or
+was given up on under --resume), 2 on bad usage, 130 on Ctrl-C.
 """
 import argparse
 import collections
+import hashlib
 import json
 import sys
 import time
@@ -29,6 +52,11 @@ def parse_args(argv):
                    help="seconds to wait for each reply from the server")
     p.add_argument("--overload-backoff", type=float, default=0.5,
                    help="seconds to wait before resubmitting a job refused as overloaded")
+    p.add_argument("--resume", action="store_true",
+                   help="re-attach to jobs the server knows (ids without one are derived from the "
+                        "line) and wait out a server restart; see the module docstring")
+    p.add_argument("--resume-timeout", type=float, default=120.0,
+                   help="--resume: seconds without an answer from the server before giving up")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--curve-server-key", metavar="FILE",
                    help="CURVE: the server's public key file (NAME.pub); needs --curve-key")
@@ -49,10 +77,19 @@ def parse_args(argv):
     return args
 
 
+def resume_id(job, line_number):
+    """The id --resume gives a job line without one: the same for the same map (whatever its key
+    order or spacing) at the same line number, different for anything else."""
+    canonical = json.dumps(job, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    key = "%d\n%s" % (line_number, canonical)
+    return "pipe-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
 class _Progress:
     def __init__(self, out, quiet):
         self.out, self.quiet = out, quiet
-        self.read = self.done = self.failed = self.in_flight = 0
+        self.read = self.done = self.failed = self.in_flight = self.attached = 0
+        self.note = ""
         self._last = 0.0
 
     def show(self, force=False):
@@ -60,8 +97,9 @@ class _Progress:
         if self.quiet or (not force and now - self._last < 0.2):
             return
         self._last = now
-        self.out.write("\r %d/%d done, %d failed, %d in flight " %
-                       (self.done, self.read, self.failed, self.in_flight))
+        self.out.write("\r %d/%d done, %d failed, %d in flight%s%s " % (
+            self.done, self.read, self.failed, self.in_flight,
+            ", %d re-attached" % self.attached if self.attached else "", self.note))
         self.out.flush()
 
 
@@ -73,96 +111,201 @@ def _result(job_id, event):
                                     "message": event.get("message", "")}}
 
 
-def run(args, stdin, stdout, stderr, client=None):
-    """The pipe's loop; returns the exit status. `client` is for tests."""
-    own = client is None
-    client = client or Client(args.router, args.pub, request_timeout=args.request_timeout,
-                              **getattr(args, "curve", {}))
-    progress = _Progress(stderr, args.quiet)
-    lines = iter(stdin)
-    retry = collections.deque()      # (not_before, job map) refused as overloaded
-    started = {}                      # id -> monotonic time accepted
-    exhausted = False
-    status = 0
+class _Job:
+    """One job of the input: its submit map, how many input lines wait on its id (a repeated
+    explicit id re-attaches under --resume), when it was accepted, whether it was resubmitted."""
 
-    def emit(record, ok):
-        nonlocal status
-        stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-        stdout.flush()
-        if ok:
-            progress.done += 1
-        else:
-            progress.failed += 1
-            status = 1
+    def __init__(self, job):
+        self.job, self.lines, self.t0, self.resubmitted = job, 1, 0.0, False
 
-    def next_job():
-        nonlocal exhausted
-        if retry and retry[0][0] <= time.monotonic():
-            return retry.popleft()[1]
-        while not exhausted:
-            line = next(lines, None)
-            if line is None:
-                exhausted = True
-                break
+
+class _Pipe:
+    def __init__(self, args, stdin, stdout, stderr, client):
+        self.args, self.client, self.stdout = args, client, stdout
+        self.resume = getattr(args, "resume", False)
+        self.resume_timeout = getattr(args, "resume_timeout", 120.0)
+        self.progress = _Progress(stderr, args.quiet)
+        self.lines = enumerate(stdin, 1)
+        self.exhausted = False
+        self.status = 0
+        self.pending = collections.deque()   # (not_before, _Job) to submit (again)
+        self.inflight = {}                    # id -> _Job accepted, followed or parked
+        self.parked = set()                   # ids to re-attach when the server answers again
+        self.down_since = None                # --resume: when the server stopped answering
+        self.next_probe = 0.0
+        self.backoff = 0.25
+
+    def emit(self, record, ok, copies=1):
+        for _ in range(copies):
+            self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if ok:
+                self.progress.done += 1
+            else:
+                self.progress.failed += 1
+                self.status = 1
+        self.stdout.flush()
+
+    def next_job(self):
+        if self.pending and self.pending[0][0] <= time.monotonic():
+            return self.pending.popleft()[1]
+        for number, line in self.lines:
             if not line.strip():
                 continue
-            progress.read += 1
+            self.progress.read += 1
             try:
                 job = json.loads(line)
                 if not isinstance(job, dict):
                     raise ValueError("a job must be a JSON object")
             except ValueError as e:
-                emit({"id": None, "error": {"code": "bad_request",
-                                            "message": "input line %d: %s" % (progress.read, e)}},
-                     False)
+                self.emit({"id": None, "error": {"code": "bad_request", "message":
+                                                 "input line %d: %s" % (number, e)}}, False)
                 continue
             job.pop("op", None)
-            job.setdefault("id", new_id())
+            if job.get("id") is None:
+                job.pop("id", None)
+                job["id"] = resume_id(job, number) if self.resume else new_id()
             job.setdefault("stream", False)   # only the final text is written out
-            return job
+            return _Job(job)
+        self.exhausted = True
         return None
 
-    try:
+    def submit(self, rec):
+        """Submits one job; False when no more should be submitted for now."""
+        try:
+            self.accept(self.client.submit(**rec.job), rec)
+        except ConveyorError as e:
+            if e.code == "overloaded":
+                self.pending.append((time.monotonic() + self.args.overload_backoff, rec))
+                return False
+            if self.resume and e.code == "duplicate":
+                self.accept(rec.job["id"], rec, attach=True)
+            elif self.resume and e.code in ("timeout", "shutting_down"):
+                self.pending.appendleft((0.0, rec))
+                self.server_down(park=e.code == "timeout")
+                return False
+            else:
+                self.emit({"id": rec.job.get("id"), "error": {"code": e.code,
+                                                              "message": e.message}}, False)
+        except (TypeError, ValueError) as e:
+            self.emit({"id": rec.job.get("id"), "error": {"code": "bad_request",
+                                                          "message": str(e)}}, False)
+        return True
+
+    def accept(self, job_id, rec, attach=False):
+        known = self.inflight.get(job_id)
+        if known is not None:     # the same id on another line: one result, written for both
+            known.lines += rec.lines
+            return
+        rec.t0 = time.monotonic()
+        self.inflight[job_id] = rec
+        if attach:
+            self.client.attach(job_id)
+            self.progress.attached += 1
+
+    def server_down(self, park):
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            self.next_probe, self.backoff = 0.0, 0.25
+        if park:   # following the jobs would only wait out one request timeout per job
+            for job_id in self.inflight:
+                self.client.forget(job_id)
+            self.parked.update(self.inflight)
+
+    def probe(self):
+        """--resume, server down: True once it serves again; gives up after --resume-timeout."""
+        if time.monotonic() < self.next_probe:
+            return False
+        self.progress.note = ", server unreachable for %ds" % (time.monotonic() - self.down_since)
+        self.progress.show(force=True)
+        try:
+            serving = self.client.health().get("status") == "serving"
+        except ConveyorError:
+            serving = False
+        if serving:
+            self.down_since, self.progress.note = None, ""
+            for job_id in self.parked:
+                self.client.attach(job_id)
+            self.parked.clear()
+            return True
+        if time.monotonic() - self.down_since > self.resume_timeout:
+            self.give_up()
+        self.next_probe = time.monotonic() + self.backoff
+        self.backoff = min(2 * self.backoff, 4.0)
+        return False
+
+    def give_up(self):
+        error = {"code": "timeout", "message": "the server did not answer for %ss"
+                 % self.resume_timeout}
+        for job_id, rec in list(self.inflight.items()):
+            self.client.forget(job_id)
+            self.emit({"id": job_id, "error": error}, False, rec.lines)
+        self.inflight.clear()
+        self.parked.clear()
         while True:
-            while len(started) < args.max_in_flight:
-                job = next_job()
-                if job is None:
-                    break
-                try:
-                    job_id = client.submit(**job)
-                    started[job_id] = time.monotonic()
-                except ConveyorError as e:
-                    if e.code == "overloaded":
-                        retry.append((time.monotonic() + args.overload_backoff, job))
+            rec = self.pending.popleft()[1] if self.pending else self.next_job()
+            if rec is None:
+                return
+            self.emit({"id": rec.job.get("id"), "error": error}, False, rec.lines)
+
+    def on_event(self, job_id, event):
+        rec = self.inflight.get(job_id)
+        if rec is None or event.get("kind") not in ("done", "error"):
+            return
+        if self.resume and event.get("seq") is None:   # the client's failure, not the job's
+            if event.get("code") == "timeout":
+                self.parked.add(job_id)
+                self.server_down(park=True)
+                return
+            if event.get("code") == "not_found" and not rec.resubmitted:
+                rec.resubmitted = True               # the server lost it: run it once more
+                del self.inflight[job_id]
+                self.pending.appendleft((0.0, rec))
+                return
+        del self.inflight[job_id]
+        self.parked.discard(job_id)   # its end came in the batch that parked it
+        self.emit(_result(job_id, event), event.get("kind") == "done", rec.lines)
+
+    def expire(self):
+        now = time.monotonic()
+        for job_id in [j for j, r in self.inflight.items() if now - r.t0 > self.args.timeout]:
+            rec = self.inflight.pop(job_id)
+            self.parked.discard(job_id)
+            self.client.forget(job_id)
+            self.emit({"id": job_id, "error": {"code": "timeout", "message":
+                       "no result within %ss" % self.args.timeout}}, False, rec.lines)
+
+    def loop(self):
+        while True:
+            if self.down_since is None or self.probe():
+                while len(self.inflight) < self.args.max_in_flight and self.down_since is None:
+                    rec = self.next_job()
+                    if rec is None or not self.submit(rec):
                         break
-                    emit({"id": job.get("id"), "error": {"code": e.code, "message": e.message}},
-                         False)
-                except (TypeError, ValueError) as e:
-                    emit({"id": job.get("id"), "error": {"code": "bad_request",
-                                                         "message": str(e)}}, False)
-            progress.in_flight = len(started)
-            progress.show()
-            if not started and not retry and exhausted:
-                break
-            for job_id, event in client.poll(timeout=0.1):
-                if event.get("kind") in ("done", "error") and job_id in started:
-                    del started[job_id]
-                    emit(_result(job_id, event), event.get("kind") == "done")
-            if args.timeout is not None:
-                now = time.monotonic()
-                for job_id in [j for j, t in started.items() if now - t > args.timeout]:
-                    del started[job_id]
-                    client.forget(job_id)
-                    emit({"id": job_id, "error": {"code": "timeout", "message":
-                          "no result within %ss" % args.timeout}}, False)
+            self.progress.in_flight = len(self.inflight)
+            self.progress.show()
+            if not self.inflight and not self.pending and self.exhausted:
+                return self.status
+            for job_id, event in self.client.poll(timeout=0.1):
+                self.on_event(job_id, event)
+            if self.args.timeout is not None:
+                self.expire()
+
+
+def run(args, stdin, stdout, stderr, client=None):
+    """The pipe's loop; returns the exit status. `client` is for tests."""
+    own = client is None
+    client = client or Client(args.router, args.pub, request_timeout=args.request_timeout,
+                              **getattr(args, "curve", {}))
+    pipe = _Pipe(args, stdin, stdout, stderr, client)
+    try:
+        return pipe.loop()
     finally:
-        progress.in_flight = len(started)
-        progress.show(force=True)
+        pipe.progress.in_flight = len(pipe.inflight)
+        pipe.progress.show(force=True)
         if not args.quiet:
             stderr.write("\n")
         if own:
             client.close()
-    return status
 
 
 def main(argv=None):

@@ -8,9 +8,11 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -45,6 +47,12 @@ class Server:
     def __init__(self, *extra_args):
         if not os.path.isfile(CONVEYOR_BIN) or not os.access(CONVEYOR_BIN, os.X_OK):
             raise RuntimeError("CONVEYOR_BIN=%s is not an executable file" % CONVEYOR_BIN)
+        # Each server journals into its own fresh directory (never the user's state dir; test
+        # job ids repeat across runs) unless the caller names one.
+        self._own_state = None
+        if "--state-dir" not in extra_args and "--no-journal" not in extra_args:
+            self._own_state = tempfile.mkdtemp(prefix="conveyor-test-state-")
+            extra_args = ("--state-dir", self._own_state, *extra_args)
         self.args = [CONVEYOR_BIN, "serve", "--device", "cpu",
                      "--router", "tcp://127.0.0.1:*", "--pub", "tcp://127.0.0.1:*",
                      "--pull", "tcp://127.0.0.1:*", *extra_args]
@@ -109,6 +117,8 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self._reader.join(5)
+        if self._own_state:
+            shutil.rmtree(self._own_state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,93 @@
+// The journal's encodings: the submit map (mirror of decode.cpp's fields) and the event reader.
+#include "schemas/stored.hpp"
+
+#include <msgpack.hpp>
+
+#include "schemas/pack.hpp"
+
+namespace conveyor::schemas {
+
+using detail::map_packer;
+
+wire_bytes encode(const submit_request& j) {
+  map_packer p;
+  const uint32_t n = 15 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0);
+  p.map(n).kv("op", "submit").kv("id", j.id);
+  if (auto* text = std::get_if<std::string>(&j.input)) {
+    p.kv("prompt", *text);
+  } else if (auto* msgs = std::get_if<std::vector<chat_message>>(&j.input)) {
+    p.str("messages").array(static_cast<uint32_t>(msgs->size()));
+    for (const auto& m : *msgs) p.map(2).kv("role", m.role).kv("content", m.content);
+  } else {
+    const auto& ids = std::get<std::vector<token_id>>(j.input);
+    p.str("prompt_tokens").array(static_cast<uint32_t>(ids.size()));
+    for (token_id t : ids) p.pk().pack(t);
+  }
+  p.kv("max_tokens", j.max_tokens).kv("temperature", double{j.temperature}).kv("top_p", double{j.top_p});
+  p.kv("top_k", j.top_k).kv("min_p", double{j.min_p});
+  if (j.seed) p.kv("seed", *j.seed);
+  p.str("stop").array(static_cast<uint32_t>(j.stop.size()));
+  for (const auto& s : j.stop) p.str(s);
+  p.str("stop_token_ids").array(static_cast<uint32_t>(j.stop_token_ids.size()));
+  for (token_id t : j.stop_token_ids) p.pk().pack(t);
+  p.kv("ignore_eos", j.ignore_eos).kv("min_tokens", j.min_tokens).kv("priority", j.priority);
+  if (j.deadline_ms) p.kv("deadline_ms", *j.deadline_ms);
+  p.kv("logprobs", j.logprobs).kv("stream", j.stream);
+  return p.take();
+}
+
+namespace {
+
+const msgpack::object* find(const msgpack::object& map, std::string_view key) {
+  if (map.type != msgpack::type::MAP) return nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key) return &kv.val;
+  }
+  return nullptr;
+}
+
+std::optional<finish_reason> reason_from(std::string_view s) {
+  for (auto r : {finish_reason::stop, finish_reason::length, finish_reason::cancelled, finish_reason::deadline})
+    if (s == to_string(r)) return r;
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<event_summary> summarize_event(std::span<const uint8_t> event) {
+  try {
+    // Bounded as the request decoder is (msgpack-c trusts lengths otherwise): stored events
+    // are at most a few MB, their arrays at most a step's tokens.
+    const msgpack::unpack_limit limit(1u << 20, 64, 1u << 26, 1u << 26, 1u << 26, 8);
+    msgpack::object_handle h = msgpack::unpack(reinterpret_cast<const char*>(event.data()), event.size(), nullptr, nullptr, limit);
+    const msgpack::object& o = h.get();
+    event_summary s;
+    const msgpack::object* kind = find(o, "kind");
+    const msgpack::object* seq = find(o, "seq");
+    if (!kind || kind->type != msgpack::type::STR || !seq) return std::nullopt;
+    s.kind.assign(kind->via.str.ptr, kind->via.str.size);
+    s.seq = seq->as<uint64_t>();
+    if (s.kind == "tokens") {
+      const msgpack::object* ids = find(o, "token_ids");
+      if (!ids) return std::nullopt;
+      s.token_ids = ids->as<std::vector<token_id>>();
+    } else if (s.kind == "done") {
+      const msgpack::object* r = find(o, "finish_reason");
+      if (!r || r->type != msgpack::type::STR) return std::nullopt;
+      s.reason = reason_from(std::string_view(r->via.str.ptr, r->via.str.size));
+      if (!s.reason) return std::nullopt;
+      if (const msgpack::object* u = find(o, "usage")) {
+        if (const auto* p = find(*u, "prompt_tokens")) s.prompt_tokens = p->as<int64_t>();
+        if (const auto* c = find(*u, "completion_tokens")) s.completion_tokens = c->as<int64_t>();
+      }
+    } else if (s.kind != "accepted" && s.kind != "error") {
+      return std::nullopt;
+    }
+    return s;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+} // namespace conveyor::schemas

@@ -1,0 +1,34 @@
+// What the job journal keeps, in the protocol's own encoding: a submit map that decode_request()
+// reads back (the resolved seed filled in), and a summary read out of a stored event (its kind,
+// its token ids, how a terminal event ended the job). Pure: msgpack only inside stored.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/request.hpp"
+#include "schemas/requests.hpp"
+
+namespace conveyor::schemas {
+
+/// The protocol's submit map ("op":"submit") for `job`: decode_request() of it gives `job` back.
+wire_bytes encode(const submit_request& job);
+
+/// What a stored job event says, for restart: kind "accepted", "tokens", "done" or "error".
+struct event_summary {
+  std::string kind;
+  uint64_t seq = 0;
+  std::vector<token_id> token_ids;        ///< tokens events
+  std::optional<finish_reason> reason;    ///< done events
+  int64_t prompt_tokens = 0;              ///< done events' usage
+  int64_t completion_tokens = 0;
+  bool terminal() const { return kind == "done" || kind == "error"; }
+};
+
+/// Reads one encoded job event; nullopt when it is not one (corrupt bytes).
+std::optional<event_summary> summarize_event(std::span<const uint8_t> event);
+
+} // namespace conveyor::schemas

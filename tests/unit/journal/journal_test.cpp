@@ -1,0 +1,215 @@
+// The journal file: what a commit stores is what load() and read() give back after reopening;
+// crash counts per epoch; pruning; and every bad file (corrupt, foreign, newer, unreadable,
+// locked) refused with one line naming the file, never overwritten.
+#include <boost/test/unit_test.hpp>
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "journal/journal.hpp"
+
+using namespace conveyor::journal;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    char tmpl[] = "/tmp/conveyor-journal-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+  std::string file() const { return journal::file_in(path.string()); }
+};
+
+bytes b(std::initializer_list<uint8_t> v) { return bytes(v); }
+
+write_batch accept(const std::string& id, double arrival) {
+  write_batch w;
+  w.jobs.push_back({id, b({1, 2, 3}), arrival});
+  w.events.push_back({id, 0, b({0xa0}), false});
+  return w;
+}
+
+// The error journal(path) throws, or "" when it opens.
+std::string open_error(const std::string& path) {
+  try {
+    journal j(path, sync_mode::process);
+    return "";
+  } catch (const journal_error& e) {
+    return e.what();
+  }
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(journal_file)
+
+BOOST_AUTO_TEST_CASE(committed_jobs_and_events_survive_reopening) {
+  temp_dir d;
+  {
+    journal j(d.file(), sync_mode::power);
+    BOOST_TEST(j.epoch() == 1);
+    j.commit(accept("a", 10.0));
+    j.commit(accept("b", 11.0));
+    write_batch w;
+    w.events.push_back({"a", 1, b({7}), false});
+    w.events.push_back({"a", 2, b({8}), true});
+    w.events.push_back({"b", 1, b({9}), false});
+    w.now_unix = 20.0;
+    j.commit(w);
+  }
+  journal j(d.file(), sync_mode::process);
+  BOOST_TEST(j.epoch() == 2);
+  auto jobs = j.load();
+  BOOST_TEST_REQUIRE(jobs.size() == 2u);
+  BOOST_TEST(jobs[0].job_id == "a");
+  BOOST_TEST(jobs[0].ended_unix.value() == 20.0);
+  BOOST_TEST_REQUIRE(jobs[0].events.size() == 1u);  // an ended job: its terminal event alone
+  BOOST_TEST((jobs[0].events[0] == b({8})));
+  BOOST_TEST(jobs[1].job_id == "b");
+  BOOST_TEST(!jobs[1].ended_unix.has_value());
+  BOOST_TEST((jobs[1].request == b({1, 2, 3})));
+  BOOST_TEST(jobs[1].arrival_unix == 11.0);
+  BOOST_TEST_REQUIRE(jobs[1].events.size() == 2u);
+  BOOST_TEST((jobs[1].events[1] == b({9})));
+  auto slice = j.read("a", 1, 10);
+  BOOST_TEST_REQUIRE(slice.has_value());
+  BOOST_TEST(slice->ended);
+  BOOST_TEST(slice->next_seq == 3u);
+  BOOST_TEST_REQUIRE(slice->events.size() == 2u);
+  BOOST_TEST(!j.read("nope", 0, 10).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_commit_stores_nothing_of_its_batch) {
+  temp_dir d;
+  journal j(d.file(), sync_mode::process);
+  j.commit(accept("a", 1.0));
+  write_batch w = accept("c", 2.0);
+  w.events.push_back({"a", 0, b({5}), false});  // seq 0 of "a" exists: the batch fails
+  BOOST_CHECK_THROW(j.commit(w), journal_error);
+  auto jobs = j.load();
+  BOOST_TEST_REQUIRE(jobs.size() == 1u);
+  BOOST_TEST(jobs[0].job_id == "a");
+}
+
+BOOST_AUTO_TEST_CASE(crash_runs_count_consecutive_epochs_a_job_was_running_in) {
+  temp_dir d;
+  {
+    journal j(d.file(), sync_mode::process);  // epoch 1
+    j.commit(accept("run", 1.0));
+    j.commit(accept("wait", 2.0));
+    write_batch w;
+    w.running = {"run"};
+    j.commit(w);
+  }
+  {
+    journal j(d.file(), sync_mode::process);  // epoch 2: "run" ran in epoch 1
+    auto jobs = j.load();
+    BOOST_TEST(jobs[0].crash_runs == 1);
+    BOOST_TEST(jobs[1].crash_runs == 0);
+    write_batch w;
+    w.running = {"run"};
+    j.commit(w);
+  }
+  {
+    journal j(d.file(), sync_mode::process);  // epoch 3
+    BOOST_TEST(j.load()[0].crash_runs == 2);
+  }
+  journal j(d.file(), sync_mode::process);  // epoch 4: it did not run in epoch 3
+  BOOST_TEST(j.load()[0].crash_runs == 0);
+}
+
+BOOST_AUTO_TEST_CASE(prune_deletes_ended_jobs_past_retention_and_beyond_the_count) {
+  temp_dir d;
+  journal j(d.file(), sync_mode::process);
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "j" + std::to_string(i);
+    write_batch w = accept(id, i);
+    w.events.push_back({id, 1, b({1}), true});
+    w.now_unix = 100.0 + i;
+    j.commit(w);
+  }
+  j.commit(accept("open", 50.0));
+  BOOST_TEST(j.prune(101.5, 100) == 2u);  // j0, j1 ended before 101.5
+  BOOST_TEST(j.prune(0.0, 2) == 1u);      // of j2..j4, the oldest beyond two
+  auto jobs = j.load();
+  BOOST_TEST_REQUIRE(jobs.size() == 3u);  // open, j3, j4
+  BOOST_TEST(!j.read("j2", 0, 10).has_value());
+  BOOST_TEST(j.read("j4", 0, 10).has_value());
+  BOOST_TEST(j.read("open", 0, 10).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_file_is_refused_and_left_as_it_was) {
+  temp_dir d;
+  { std::ofstream(d.file()) << "this is not a database, it is a text file of some length............................................"; }
+  const std::string before = contents(d.file());
+  const std::string e = open_error(d.file());
+  BOOST_TEST(e.find(d.file()) != std::string::npos);
+  BOOST_TEST(e.find("not a conveyor journal") != std::string::npos);
+  BOOST_TEST(e.find("--state-dir") != std::string::npos);
+  BOOST_TEST(e.find('\n') == std::string::npos);
+  BOOST_TEST(contents(d.file()) == before);
+}
+
+BOOST_AUTO_TEST_CASE(a_damaged_journal_fails_the_integrity_check) {
+  temp_dir d;
+  {
+    journal j(d.file(), sync_mode::process);
+    for (int i = 0; i < 300; ++i) j.commit(accept("job-" + std::to_string(i), i));
+  }
+  // Overwrite a page in the middle of the file (past the header and schema pages).
+  const auto size = fs::file_size(d.file());
+  BOOST_TEST_REQUIRE(size > 8192u);
+  {
+    std::fstream f(d.file(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    const std::string junk(4096, '\xff');
+    f.write(junk.data(), junk.size());
+  }
+  const std::string e = open_error(d.file());
+  BOOST_TEST(e.find(d.file()) != std::string::npos);
+  BOOST_TEST((e.find("corrupt") != std::string::npos || e.find("not a conveyor journal") != std::string::npos), e);
+}
+
+BOOST_AUTO_TEST_CASE(a_foreign_sqlite_file_and_a_newer_journal_are_refused) {
+  temp_dir d;
+  sqlite3* db = nullptr;
+  sqlite3_open(d.file().c_str(), &db);
+  sqlite3_exec(db, "CREATE TABLE photos(id INTEGER)", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  std::string e = open_error(d.file());
+  BOOST_TEST(e.find("another program") != std::string::npos, e);
+  fs::remove(d.file());
+  { journal j(d.file(), sync_mode::process); }
+  sqlite3_open(d.file().c_str(), &db);
+  sqlite3_exec(db, "UPDATE meta SET value=99 WHERE key='version'", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  e = open_error(d.file());
+  BOOST_TEST(e.find("newer conveyor") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(a_journal_in_use_and_an_unwritable_directory_are_refused) {
+  temp_dir d;
+  journal first(d.file(), sync_mode::process);
+  std::string e = open_error(d.file());
+  BOOST_TEST(e.find("in use by another conveyor") != std::string::npos, e);
+  if (geteuid() != 0) {  // root writes anywhere
+    fs::create_directory(d.path / "ro");
+    fs::permissions(d.path / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    e = open_error(journal::file_in((d.path / "ro" / "sub").string()));
+    BOOST_TEST(e.find("--state-dir") != std::string::npos, e);
+  }
+  e = open_error("/proc/version/journal.db");  // a directory that cannot exist
+  BOOST_TEST(e.find("/proc/version/journal.db") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

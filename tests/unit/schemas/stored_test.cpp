@@ -1,0 +1,124 @@
+// The journal's encodings: a submit map that decodes back to the same job (every field, each
+// input kind), and the summary read out of each event kind; corrupt bytes give nothing.
+#include <boost/test/unit_test.hpp>
+
+#include "schemas/events.hpp"
+#include "schemas/stored.hpp"
+
+using namespace conveyor;
+using namespace conveyor::schemas;
+
+namespace {
+
+submit_request full_job() {
+  submit_request j;
+  j.id = "job:7/a";
+  j.input = std::vector<chat_message>{{"system", "be brief"}, {"user", "h\xC3\xA9llo"}};
+  j.max_tokens = 99;
+  j.temperature = 0.7f;
+  j.top_p = 0.9f;
+  j.top_k = 40;
+  j.min_p = 0.05f;
+  j.seed = 18446744073709551557ull;
+  j.stop = {"\n\n", "END"};
+  j.stop_token_ids = {3, 5};
+  j.ignore_eos = true;
+  j.min_tokens = 4;
+  j.priority = -7;
+  j.deadline_ms = 123456;
+  j.logprobs = true;
+  j.stream = false;
+  return j;
+}
+
+submit_request round_trip(const submit_request& j) {
+  const wire_bytes b = encode(j);
+  auto r = decode_request(b);
+  BOOST_TEST_REQUIRE(std::holds_alternative<submit_request>(r));
+  return std::get<submit_request>(r);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(stored)
+
+BOOST_AUTO_TEST_CASE(a_submit_map_decodes_back_to_the_same_job) {
+  const submit_request j = full_job();
+  const submit_request d = round_trip(j);
+  BOOST_TEST(d.id == j.id);
+  const auto& msgs = std::get<std::vector<chat_message>>(d.input);
+  BOOST_TEST_REQUIRE(msgs.size() == 2u);
+  BOOST_TEST(msgs[1].content == "h\xC3\xA9llo");
+  BOOST_TEST(d.max_tokens == 99);
+  BOOST_TEST(d.temperature == j.temperature);
+  BOOST_TEST(d.top_p == j.top_p);
+  BOOST_TEST(d.top_k == 40);
+  BOOST_TEST(d.min_p == j.min_p);
+  BOOST_TEST(d.seed.value() == *j.seed);
+  BOOST_TEST(d.stop == j.stop);
+  BOOST_TEST(d.stop_token_ids == j.stop_token_ids);
+  BOOST_TEST(d.ignore_eos);
+  BOOST_TEST(d.min_tokens == 4);
+  BOOST_TEST(d.priority == -7);
+  BOOST_TEST(d.deadline_ms.value() == 123456);
+  BOOST_TEST(d.logprobs);
+  BOOST_TEST(!d.stream);
+}
+
+BOOST_AUTO_TEST_CASE(text_and_token_prompts_and_defaults_round_trip) {
+  submit_request j;
+  j.id = "t";
+  j.input = std::string("once upon");
+  submit_request d = round_trip(j);
+  BOOST_TEST(std::get<std::string>(d.input) == "once upon");
+  BOOST_TEST(!d.seed.has_value());
+  BOOST_TEST(!d.deadline_ms.has_value());
+  BOOST_TEST(d.stream);
+  j.input = std::vector<token_id>{1, 2, 300};
+  d = round_trip(j);
+  BOOST_TEST((std::get<std::vector<token_id>>(d.input) == std::vector<token_id>{1, 2, 300}));
+}
+
+BOOST_AUTO_TEST_CASE(each_event_kind_is_summarized) {
+  auto a = summarize_event(encode(accepted_event{"j", 0}));
+  BOOST_TEST_REQUIRE(a.has_value());
+  BOOST_TEST(a->kind == "accepted");
+  BOOST_TEST(!a->terminal());
+  tokens_event t;
+  t.id = "j";
+  t.seq = 4;
+  t.token_ids = {7, 8, 9};
+  t.text = "abc";
+  auto ts = summarize_event(encode(t));
+  BOOST_TEST_REQUIRE(ts.has_value());
+  BOOST_TEST(ts->seq == 4u);
+  BOOST_TEST((ts->token_ids == std::vector<token_id>{7, 8, 9}));
+  done_event d;
+  d.id = "j";
+  d.seq = 5;
+  d.reason = finish_reason::cancelled;
+  d.usage = {12, 3, 0};
+  auto ds = summarize_event(encode(d));
+  BOOST_TEST_REQUIRE(ds.has_value());
+  BOOST_TEST(ds->terminal());
+  BOOST_TEST((ds->reason == finish_reason::cancelled));
+  BOOST_TEST(ds->prompt_tokens == 12);
+  BOOST_TEST(ds->completion_tokens == 3);
+  error_event e;
+  e.id = "j";
+  auto es = summarize_event(encode(e));
+  BOOST_TEST_REQUIRE(es.has_value());
+  BOOST_TEST(es->kind == "error");
+  BOOST_TEST(es->terminal());
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_bytes_summarize_to_nothing) {
+  BOOST_TEST(!summarize_event(std::vector<uint8_t>{}).has_value());
+  BOOST_TEST(!summarize_event(std::vector<uint8_t>{0xc1}).has_value());
+  BOOST_TEST(!summarize_event(std::vector<uint8_t>{0x93, 1, 2, 3}).has_value());  // an array
+  wire_bytes b = encode(accepted_event{"j", 0});
+  b.resize(b.size() / 2);
+  BOOST_TEST(!summarize_event(b).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
