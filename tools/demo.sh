@@ -12,6 +12,8 @@
 #                     (tcp://127.0.0.1:5555/5556/5557) are used, or free ports when those are busy.
 #   CONVEYOR_MODEL    model name or GGUF path (default smollm2)
 #   CONVEYOR_START_TIMEOUT   seconds to wait for the server to answer (default 120)
+# The server journals into the run's temporary directory (deleted at the end): the demo leaves
+# no state behind. A real deployment keeps its --state-dir (default ~/.local/state/conveyor).
 # Exit status: demo.py's when it fails, else the server's (0 after a clean drain).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

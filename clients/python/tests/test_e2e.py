@@ -44,7 +44,9 @@ class Server:
     """A `conveyor serve` child process on ephemeral ports. Its log is read by a thread (kept in
     .log for failure messages) that parses the start-up line."""
 
-    def __init__(self, *extra_args):
+    def __init__(self, *extra_args, device="cpu", ports=None):
+        """ports: (router, pub, pull) fixed loopback ports, so a restart keeps the endpoints;
+        None: ephemeral ones."""
         if not os.path.isfile(CONVEYOR_BIN) or not os.access(CONVEYOR_BIN, os.X_OK):
             raise RuntimeError("CONVEYOR_BIN=%s is not an executable file" % CONVEYOR_BIN)
         # Each server journals into its own fresh directory (never the user's state dir; test
@@ -53,9 +55,9 @@ class Server:
         if "--state-dir" not in extra_args and "--no-journal" not in extra_args:
             self._own_state = tempfile.mkdtemp(prefix="conveyor-test-state-")
             extra_args = ("--state-dir", self._own_state, *extra_args)
-        self.args = [CONVEYOR_BIN, "serve", "--device", "cpu",
-                     "--router", "tcp://127.0.0.1:*", "--pub", "tcp://127.0.0.1:*",
-                     "--pull", "tcp://127.0.0.1:*", *extra_args]
+        eps = ["tcp://127.0.0.1:%s" % p for p in (ports or ("*", "*", "*"))]
+        self.args = [CONVEYOR_BIN, "serve", "--device", device,
+                     "--router", eps[0], "--pub", eps[1], "--pull", eps[2], *extra_args]
         self.log = []
         self.router = self.pub = self.pull = None
         self._started = threading.Event()

@@ -5,7 +5,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import pytest
 from conveyor_client import ConveyorError
 from conveyor_client.pipe import parse_args, resume_id, run
 from conveyor_client.protocol import valid_id
+from chaos_harness import free_ports
 from fake_server import FakeServer
 
 CONVEYOR_BIN = os.environ.get("CONVEYOR_BIN")
@@ -78,42 +78,14 @@ if CONVEYOR_BIN:
     class JournaledServer(Server):
         """test_e2e's Server on fixed ports, null device, journal in state_dir."""
 
-        def __init__(self, state_dir, ports, *extra):  # super().__init__ picks ports itself
-            deadline = time.monotonic() + 60   # the binary is being rebuilt: wait for it
-            while not os.access(CONVEYOR_BIN, os.X_OK) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            self._own_state = None
-            self.args = [CONVEYOR_BIN, "serve", "--device", "null", "--state-dir", state_dir]
-            for name, port in zip(("--router", "--pub", "--pull"), ports):
-                self.args += [name, "tcp://127.0.0.1:%d" % port]
-            self.args += extra
-            self.log, self.router, self.pub, self.pull = [], None, None, None
-            self._started = threading.Event()
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            self._reader = threading.Thread(target=self._read_output, daemon=True)
-            self._reader.start()
-            try:
-                self._wait_started()
-            except BaseException:
-                self.kill()
-                raise
-
-
-def free_ports(n=3):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+        def __init__(self, state_dir, ports, *extra):
+            super().__init__("--state-dir", state_dir, *extra, device="null", ports=ports)
 
 
 @pytest.fixture
 def journaled(tmp_path):
     """start() -> a JournaledServer; every call reuses the state dir and the ports."""
-    ports, servers = free_ports(), []
+    ports, servers = free_ports(3), []
 
     def start():
         servers.append(JournaledServer(str(tmp_path / "state"), ports))
