@@ -1,11 +1,12 @@
 // Paged attention over a step mixing a prompt chunk, a full prompt and decodes (short and long
 // contexts, shuffled blocks), with and without the context split, against a double-precision
 // reference; device sampling against model::sample_token (same token, same coin) for greedy,
-// temperature, top-k, top-p, min-p and their mix.
+// temperature, top-k, top-p, min-p and their mix, and for exact ties (lowest id first, -0 = +0).
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "gpu/step_meta.hpp"
 #include "gpu_support.hpp"
@@ -160,6 +161,70 @@ BOOST_AUTO_TEST_CASE(sampling_matches_cpu_sampler) {
       ++rows_checked;
     }
   BOOST_TEST_MESSAGE(rows_checked << " sampled rows equal model::sample_token's");
+}
+
+// Exact ties, as a quantized LM head produces them: the lowest id wins, wherever the tied ids sit
+// in the kernel (one thread's strided elements, two lanes, two warps), and -0 ties +0.
+BOOST_AUTO_TEST_CASE(sampling_ties_go_to_the_lowest_id) {
+  std::mt19937 rng(9);
+  model::sampler_scratch scratch;
+  // Greedy, several rows in one launch (512 threads per row: ids i and i + 512 share a thread).
+  const int32_t V = 2000;
+  const std::vector<std::vector<int32_t>> ties{{1030, 518}, {700, 100}, {45, 37}, {1999, 1500, 3}, {1536, 1024, 512}};
+  std::vector<float> logits;
+  std::vector<sample_param> params;
+  for (const auto& t : ties) {
+    auto row = random_floats(rng, size_t(V), 3.0f);
+    const float mx = *std::max_element(row.begin(), row.end()) + 0.5f;
+    for (int32_t id : t) row[size_t(id)] = mx;
+    logits.insert(logits.end(), row.begin(), row.end());
+    params.push_back(sample_param{});
+  }
+  const int32_t n = static_cast<int32_t>(ties.size());
+  dev_array<float> dl(logits);
+  dev_array<sample_param> dp(params);
+  dev_array<int32_t> ids(static_cast<size_t>(n));
+  dev_array<float> lp(static_cast<size_t>(n));
+  ids.poison();
+  launch_sample(dl.get(), n, V, dp.get(), ids.get(), lp.get(), nullptr);
+  const auto got = ids.download();
+  sampling_params greedy;
+  greedy.temperature = 0.0f;
+  for (int32_t r = 0; r < n; ++r) {
+    const std::span<const float> row(logits.data() + size_t(r) * V, size_t(V));
+    BOOST_TEST(got[size_t(r)] == model::sample_token(row, greedy, 1, scratch).token, "greedy row " << r);
+  }
+  // Temperature sampling over logits with large tied groups, half of the zeros negative.
+  const int32_t V2 = 1000;
+  auto sp = [](float t, int32_t k, float min_p) {
+    sampling_params p;
+    p.temperature = t;
+    p.top_k = k;
+    p.min_p = min_p;
+    p.seed = 77;
+    return p;
+  };
+  for (const sampling_params& p : {sp(1.0f, 0, 0.0f), sp(1.0f, 7, 0.0f), sp(0.5f, 0, 0.3f), sp(2.0f, 40, 0.0f), sp(0.0f, 0, 0.0f)})
+    for (int64_t position : {1, 2, 3, 4, 5, 6, 7, 8}) {
+      std::vector<float> row(static_cast<size_t>(V2));
+      for (auto& x : row) {
+        const uint32_t u = rng() % 20;
+        x = u < 3 ? 0.0f : u < 6 ? -0.0f : u < 12 ? -0.75f : -4.0f;
+      }
+      const model::sample_result want = model::sample_token(row, p, position, scratch);
+      const sample_param q{p.temperature, p.top_p, p.min_p, p.top_k, p.seed, position};
+      dev_array<float> d(row);
+      dev_array<sample_param> dq(std::vector<sample_param>{q});
+      dev_array<int32_t> id(1);
+      dev_array<float> l(1);
+      id.poison();
+      l.poison();
+      launch_sample(d.get(), 1, V2, dq.get(), id.get(), l.get(), nullptr);
+      BOOST_TEST_CONTEXT("T " << p.temperature << " top_k " << p.top_k << " min_p " << p.min_p << " position " << position) {
+        BOOST_TEST(id.download()[0] == want.token);
+        BOOST_TEST(std::abs(l.download()[0] - want.logprob) < 1e-3f);
+      }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

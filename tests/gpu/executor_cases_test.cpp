@@ -1,9 +1,9 @@
 // The CUDA executor in the situations a serving run meets, each against the CPU executor (logits
 // of every sampled row, and the GPU's token equal to model::sample_token on the GPU's own
-// logits): every block size 1..32, decode batches that are not a graph bucket (padding rows),
-// non-greedy sampling, contexts past 1024 through the split-and-combine path (graph and eager),
-// 64 sequences per step, a Llama-3-shaped model (head_dim 128, vocab 128256, llama3 RoPE
-// divisors), and plans past the executor's capacities.
+// logits): every block size 1..32, decode batches that are not a graph bucket (padding rows, also
+// with every block of the pool in use), non-greedy sampling, contexts past 1024 through the
+// split-and-combine path (graph and eager), 64 sequences per step, a Llama-3-shaped model
+// (head_dim 128, vocab 128256, llama3 RoPE divisors), and plans past the executor's capacities.
 #include <boost/test/unit_test.hpp>
 
 #include "gpu/cuda_executor.hpp"
@@ -76,6 +76,25 @@ BOOST_AUTO_TEST_CASE(padding_rows_and_non_greedy_sampling) {
   }
 }
 
+// Every block of the pool in use while graph steps carry padding rows: the padding rows' K/V
+// must land in the sink past the pool, not in a block a sequence owns (here the last one).
+BOOST_AUTO_TEST_CASE(padding_rows_with_the_whole_pool_in_use) {
+  auto f = tiny_file("full_pool", model::tiny_config_b());
+  const int32_t V = 512, per_seq = 4, n_seqs = 3, blocks = per_seq * n_seqs;
+  model::cpu_executor cpu(f, cpu_opts(4, blocks));
+  cuda_executor gpu(f, gpu_opts(4, blocks, true));
+  std::vector<lock_seq> seqs(n_seqs);  // decode batches of 3 (bucket 4: one padding row per step)
+  for (int32_t i = 0; i < n_seqs; ++i) {
+    seqs[size_t(i)].prompt = prompt_of(12, V, 20 + i);  // positions 12..15 fill each sequence's last block
+    seqs[size_t(i)].max_new = 4;
+  }
+  int32_t rows = 0;
+  const double err = lockstep(cpu, gpu, seqs, per_seq, rows);
+  BOOST_TEST(rows == n_seqs * 4);
+  BOOST_TEST(err < 3e-2, "relative logit error " << err);
+  BOOST_TEST(gpu.last_split().graph);
+}
+
 BOOST_AUTO_TEST_CASE(long_contexts_through_the_split_combine) {
   model::tiny_llama_spec spec = model::tiny_config_a();
   spec.n_ctx = 65536;  // a long-context model: the graph split must still follow the real context
@@ -95,6 +114,32 @@ BOOST_AUTO_TEST_CASE(long_contexts_through_the_split_combine) {
     BOOST_TEST(s.graph == graphs);
     BOOST_TEST(s.active() >= 2, "a decode at context " << s.max_ctx << " ran on " << s.active() << " split(s) of " << s.split_len);
   }
+}
+
+// A long context where every position counts: random tokens (no period for the average over the
+// context to hide behind), weights large enough for peaked attention, llama3 RoPE divisors (their
+// low frequencies only turn appreciably far from position 0); eager, so the executor's own split
+// policy cuts the context.
+BOOST_AUTO_TEST_CASE(long_context_with_peaked_attention_and_llama3_rope) {
+  model::tiny_llama_spec spec = model::tiny_config_a();
+  spec.n_ctx = 4096;
+  spec.rope_theta = 10000.0f;
+  spec.rope_freqs = true;
+  spec.weight_std = 0.1f;
+  auto f = tiny_file("long_peaked", spec);
+  const int32_t V = 269, len = 1100;
+  model::cpu_executor cpu(f, cpu_opts(16, 80));
+  cuda_executor gpu(f, gpu_opts(16, 80, false));
+  std::vector<lock_seq> seqs(1);
+  std::mt19937 rng(11);
+  for (int32_t i = 0; i < len; ++i) seqs[0].prompt.push_back(3 + static_cast<token_id>(rng() % (V - 3)));
+  seqs[0].chunk = 128;
+  seqs[0].max_new = 3;
+  int32_t rows = 0;
+  const double err = lockstep(cpu, gpu, seqs, 80, rows);
+  BOOST_TEST_MESSAGE("long context, peaked attention: relative logit error " << err);
+  BOOST_TEST(err < 3e-2, "relative logit error " << err);
+  BOOST_TEST(gpu.last_split().active() >= 2);
 }
 
 BOOST_AUTO_TEST_CASE(sixty_four_sequences_per_step) {

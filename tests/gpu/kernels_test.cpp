@@ -34,17 +34,21 @@ BOOST_AUTO_TEST_CASE(embedding_gathers_rows) {
   }
 }
 
+// Rows of unit scale, and rows whose mean square (~1e-5) is comparable to eps, where it matters
+// where eps enters the formula.
 BOOST_AUTO_TEST_CASE(rmsnorm_with_residual_and_rows) {
   std::mt19937 rng(2);
   const int32_t T = 13, d = 576;
   const float eps = 1e-5f;
-  const auto x0 = random_floats(rng, size_t(T) * d, 2.0f), delta0 = random_floats(rng, size_t(T) * d, 0.5f);
   auto w0 = random_floats(rng, d, 0.1f);
   for (auto& v : w0) v += 1.0f;
   dev_array<float> w(w0);
   const std::vector<int32_t> rows_h{12, 3, 7};
   dev_array<int32_t> rows(rows_h);
-  for (int variant = 0; variant < 3; ++variant) {  // plain, + residual, + residual on gathered rows
+  for (int c = 0; c < 6; ++c) {  // plain, + residual, + residual on gathered rows; each at two scales
+    const int variant = c % 3;
+    const float scale = c < 3 ? 2.0f : 3e-3f;
+    const auto x0 = random_floats(rng, size_t(T) * d, scale), delta0 = random_floats(rng, size_t(T) * d, scale / 4);
     dev_array<float> x(x0), delta(delta0);
     const int32_t n = variant == 2 ? 3 : T;
     dev_array<bf16_bits> out(size_t(n) * d);
@@ -57,7 +61,7 @@ BOOST_AUTO_TEST_CASE(rmsnorm_with_residual_and_rows) {
         for (int32_t j = 0; j < d; ++j) xs[size_t(r) * d + j] += delta0[size_t(r) * d + j];
       model::rms_norm(&xs[size_t(r) * d], w0.data(), &ref[size_t(i) * d], d, eps);
     }
-    BOOST_TEST_CONTEXT("variant " << variant) {
+    BOOST_TEST_CONTEXT("scale " << scale << " variant " << variant) {
       BOOST_TEST(rel_error(to_float(out.download()), ref) < bf16_bound);
       if (variant == 1) BOOST_TEST(rel_error(x.download(), xs) < f32_bound);
     }
