@@ -74,7 +74,9 @@ def run_case(binary: Path, case: str, order: str, timeout: float, tmp: Path) -> 
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         return {"status": "fail", "reason": "crash", "seconds": secs, "tail": f"killed by {sig}\n" + evidence(out)}
     emu = re.search(r"CUDA emulator: ([^\]\n]*)", out)
-    if emu and "deadlock" in emu.group(1):
+    if re.search(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ", out):
+        reason = "sanitizer"  # --sanitize builds: ASan/UBSan stopped the process
+    elif emu and "deadlock" in emu.group(1):
         reason = "emu-deadlock"
     elif emu:
         reason = "emu-fault"
@@ -89,7 +91,8 @@ def run_case(binary: Path, case: str, order: str, timeout: float, tmp: Path) -> 
 
 def evidence(out: str) -> str:
     """The first error lines of a failing case (what caught the mutant), else the output's end."""
-    errs = [ln.strip()[:400] for ln in out.splitlines() if "error" in ln and "is skipped because" not in ln]
+    errs = [ln.strip()[:400] for ln in out.splitlines()
+            if ("error" in ln or "ERROR: " in ln or "SUMMARY: " in ln) and "is skipped because" not in ln]
     if errs:
         return "\n".join(errs[:4])
     return "\n".join(ln for ln in out.splitlines() if "is skipped because" not in ln)[-1500:]

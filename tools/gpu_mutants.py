@@ -17,6 +17,7 @@ refused (reported as "stale"), so the list stays honest as gpu/ changes.
 Layout of --work (default build-mutants/ in the repository, git-ignored):
   src/    a copy of the working tree (git's tracked and untracked-but-not-ignored files)
   build/  the CMake/ninja build of src/ (Release, no nvcc: only the emulated tier is built)
+  build-asan/  the same with ASan+UBSan (--sanitize)
   tmp/    TMPDIR of the test processes (their tiny GGUF files), emptied after each case
 
 Each test case runs in its own process (a fault of the emulator is sticky for the rest of a
@@ -24,7 +25,8 @@ process, as on a GPU), under a timeout: min(--case-timeout, what is left of --ti
 mutant). A failing case is classified by what its output shows: `check` (a BOOST_TEST against
 the CPU reference failed), `exception` (a CUDA/cuBLASLt error or a C++ exception), `emu-fault` or
 `emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu.md §9), `crash` (a signal),
-`timeout`. A mutant that does not compile is a "compile error": reported separately, not a kill.
+`sanitizer` (ASan/UBSan, with --sanitize), `timeout`. A mutant that does not compile is a
+"compile error": reported separately, not a kill.
 """
 from __future__ import annotations
 
