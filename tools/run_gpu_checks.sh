@@ -5,6 +5,9 @@
 # Anyscale workload with continuous and static batching) and the Hugging Face transformers
 # baseline on the same requests (tools/hf_gpu_baseline.py). Logs and JSON go to $OUT when set
 # (the device tool's result folder), else ./build-gpu-results (ignored); a summary is printed last.
+# Between the tests and the bench, compute-sanitizer runs the kernel suites under memcheck (with
+# leak check), racecheck (shared-memory hazards) and synccheck (barriers in divergent code);
+# --sanitize-all adds the executor suites (CUDA graphs included; much slower).
 #
 #   tools/run_gpu_checks.sh                  build here with CUDA (needs conveyor's build
 #                                            dependencies, setup.sh's list) and run everything
@@ -16,11 +19,12 @@
 #                                            unpack DIR/bundle.tar.xz and run everything
 #   tools/run_gpu_checks.sh --stage-model DIR  copy SmolLM2 parts (split -b 45M) from DIR to
 #                                            /tmp/conveyor-models and join them when all are there
-# Options: --quick (fewer steps and requests), --no-hf (skip the transformers baseline).
+# Options: --quick (fewer steps and requests), --no-hf (skip the transformers baseline),
+#          --no-sanitize (skip compute-sanitizer), --sanitize-all (every suite under it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-MODE=build DIR= QUICK=0 HF=1
+MODE=build DIR= QUICK=0 HF=1 SAN=kernels
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) MODE=bundle DIR=$2; shift ;;
@@ -28,6 +32,8 @@ while [ $# -gt 0 ]; do
     --stage-model) MODE=stage DIR=$2; shift ;;
     --quick) QUICK=1 ;;
     --no-hf) HF=0 ;;
+    --no-sanitize) SAN=none ;;
+    --sanitize-all) SAN=all ;;
     *) echo "run_gpu_checks.sh: unknown argument '$1' (see the header of this file)" >&2; exit 2 ;;
   esac
   shift
@@ -82,6 +88,31 @@ echo "== gpu_tests"
 "$TESTS" --color_output=no --log_level=message --report_level=short 2>&1 | tee "$RES/gpu_tests.log"
 rc_tests=${PIPESTATUS[0]}
 
+# compute-sanitizer: each tool's log in $RES; its exit code 9 means it reported errors.
+san_suites=gpu_kernels,gpu_attention_sampling,gpu_arena
+[ "$SAN" = all ] && san_suites=gpu_kernels,gpu_attention_sampling,gpu_arena,gpu_executor,gpu_executor_cases
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+rc_san=skipped
+if [ "$SAN" != none ]; then
+  if [ -x "$SANITIZER" ]; then
+    rc_san=0
+    for tool in memcheck racecheck synccheck; do
+      echo "== compute-sanitizer --tool $tool ($san_suites)"
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      "$SANITIZER" --tool $tool "${extra[@]}" --error-exitcode 9 "$TESTS" --run_test=$san_suites --color_output=no \
+        --log_level=warning --report_level=short > "$RES/sanitizer_$tool.log" 2>&1
+      rc=$?
+      tail -3 "$RES/sanitizer_$tool.log"
+      echo "compute-sanitizer $tool: exit $rc"
+      [ $rc != 0 ] && rc_san="$rc_san $tool:$rc"
+    done
+  else
+    echo "== compute-sanitizer not found (looked on PATH and in /usr/local/cuda/bin): skipped"
+    rc_san=missing
+  fi
+fi
+
 echo "== conveyor gpu-bench"
 bench_args=()
 [ "$QUICK" = 1 ] && bench_args=(--steps 8 --anyscale-prompts 256)
@@ -103,5 +134,13 @@ echo "== summary (results in $RES)"
 grep -E "test cases|failed|passed|diverges|worst relative|equal to the CPU|sampled rows" "$RES/gpu_tests.log" | head -20
 grep -E "^(device|copy|batch|[0-9]|prefill|anyscale)" "$RES/gpu_bench.log"
 [ -f "$RES/hf_baseline.log" ] && grep -E "^hf " "$RES/hf_baseline.log"
-echo "exit codes: gpu_tests $rc_tests, gpu-bench $rc_bench, hf $rc_hf"
-[ "$rc_tests" = 0 ] && [ "$rc_bench" = 0 ]
+for tool in memcheck racecheck synccheck; do
+  [ -f "$RES/sanitizer_$tool.log" ] && echo "sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$RES/sanitizer_$tool.log" | tr '\n' ' ')"
+done
+echo "exit codes: gpu_tests $rc_tests, compute-sanitizer $rc_san, gpu-bench $rc_bench, hf $rc_hf"
+tar -czf "$RES/conveyor-gpu-results.tgz" --exclude=conveyor-gpu-results.tgz -C "$RES" . 2>/dev/null &&
+  results=$RES/conveyor-gpu-results.tgz
+echo
+echo "Please send back: ${results:-the folder $RES} (machine.txt: GPU and commit; gpu_tests.log; sanitizer_*.log;"
+echo "gpu_bench.json and .log; hf_baseline.json when run) by attaching it to an issue, with the summary above."
+[ "$rc_tests" = 0 ] && [ "$rc_bench" = 0 ] && { [ "$rc_san" = 0 ] || [ "$rc_san" = skipped ]; }
