@@ -80,4 +80,18 @@ int32_t default_max_model_len(int32_t model_context, int32_t pool_tokens) {
   return std::max<int32_t>(1, std::min(model_context, share));
 }
 
+kv_auto_size auto_kv_cache_bytes(int64_t bytes_per_token, int32_t max_len, int64_t machine_bytes) {
+  const int64_t want = int64_t{min_seqs_in_pool} * std::max(max_len, 1) * bytes_per_token;
+  const auto cap = static_cast<int64_t>(kv_auto_memory_fraction * static_cast<double>(machine_bytes));
+  const int64_t floor = kv_auto_min_tokens * bytes_per_token;
+  const std::string seqs = std::to_string(min_seqs_in_pool) + " sequences of " + std::to_string(max_len) + " tokens";
+  if (machine_bytes > 0 && want > cap) {
+    if (cap < floor) return {floor, "the minimum of " + std::to_string(kv_auto_min_tokens) + " tokens"};
+    return {cap, std::to_string(static_cast<int>(kv_auto_memory_fraction * 100)) + "% of this machine's " +
+                     std::to_string(machine_bytes >> 20) + " MiB (" + seqs + " would take " + std::to_string(want >> 20) + " MiB)"};
+  }
+  if (want < floor) return {floor, "the minimum of " + std::to_string(kv_auto_min_tokens) + " tokens"};
+  return {want, seqs};
+}
+
 } // namespace conveyor

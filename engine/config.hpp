@@ -83,6 +83,18 @@ inline constexpr int32_t min_seqs_in_pool = 4;
 /// pool_tokens / min_seqs_in_pool (and at least 1).
 int32_t default_max_model_len(int32_t model_context, int32_t pool_tokens);
 
+/// The KV pool when the operator sizes none (kv_cache_bytes and num_kv_blocks both 0): room
+/// for min_seqs_in_pool sequences of the longest length served (`max_len`: max_model_len, else
+/// the model's context), capped at kv_auto_memory_fraction of the machine's memory, and at
+/// least kv_auto_min_tokens tokens. `reason` says which rule decided, for the start-up log.
+inline constexpr double kv_auto_memory_fraction = 0.10;
+inline constexpr int64_t kv_auto_min_tokens = 1024;
+struct kv_auto_size {
+  int64_t bytes = 0;
+  std::string reason;
+};
+kv_auto_size auto_kv_cache_bytes(int64_t bytes_per_token, int32_t max_len, int64_t machine_bytes);
+
 /// Cross-field checks for a scheduler over a pool of `num_kv_blocks` blocks: each struct's own
 /// validate(), then that the pool holds at least one sequence of max_model_len tokens.
 /// Returns an empty string when valid.

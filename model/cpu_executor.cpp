@@ -2,14 +2,13 @@
 
 #include <unistd.h>
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "engine/config.hpp"
 #include "engine/plan_check.hpp"
 #include "model/cpu_ops.hpp"
 #include "model/gguf.hpp"
@@ -17,26 +16,33 @@
 namespace conveyor::model {
 namespace {
 
-// C(m, n) = A(m, k) · B(n, k)^T + beta C, all row-major: a linear layer over m tokens.
-void linear(const float* a, const float* b, float* c, int32_t m, int32_t n, int32_t k, float beta) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, beta, c, n);
-}
-
 [[noreturn]] void bad_plan(const std::string& what) { throw std::invalid_argument("malformed step plan: " + what); }
+
+std::string mib(int64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
 
 } // namespace
 
 cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
-    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::load(f, cfg_, o.small_step_tokens > 0)) {
-  if (o.small_step_tokens < 0) throw model_error("small_step_tokens must be >= 0");
+    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::map(f, cfg_)), pool_(o.threads), mm_(o.math) {
+  if (o.threads < 0) throw model_error("threads must be >= 0 (0: every core)");
   if (o.block_size <= 0 || o.block_size > 1024) throw model_error("block_size must be in 1..1024");
-  const int64_t per_block = paged_kv::block_bytes(cfg_.n_layer, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
-  const int64_t blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / per_block;
+  match_llama_cpp_ = o.match_llama_cpp;
+  const kv_storage storage = match_llama_cpp_ ? kv_storage::f16 : kv_storage::f32;
+  info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
+  const int64_t per_block = paged_kv::block_bytes(cfg_.n_layer, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
+  const int64_t phys = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  int64_t bytes = o.kv_cache_bytes;
+  std::string why = o.num_kv_blocks > 0 ? "num_kv_blocks" : "kv_cache_bytes";
+  if (o.num_kv_blocks <= 0 && bytes <= 0) {
+    const kv_auto_size a = auto_kv_cache_bytes(per_block / o.block_size, info_.max_model_len, phys);
+    bytes = a.bytes;
+    why = "sized for " + a.reason + "; set kv_cache_bytes to change";
+  }
+  const int64_t blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : bytes / per_block;
   if (blocks < 1 || blocks > (int64_t{1} << 30))
-    throw model_error("kv_cache_bytes " + std::to_string(o.kv_cache_bytes) + " holds no KV block (one block takes " +
+    throw model_error("kv_cache_bytes " + std::to_string(bytes) + " holds no KV block (one block takes " +
                       std::to_string(per_block) + " bytes); raise kv_cache_bytes");
   // A pool the machine cannot hold fails here with the setting's name, not as bad_alloc later.
-  const int64_t phys = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
   if (phys > 0 && blocks * per_block > phys)
     throw model_error("the KV cache would take " + std::to_string(blocks * per_block) + " bytes (" + std::to_string(blocks) +
                       " blocks of " + std::to_string(per_block) + "), more than this machine's " + std::to_string(phys) +
@@ -44,19 +50,22 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.num_kv_blocks = static_cast<int32_t>(blocks);
   info_.block_size = o.block_size;
   info_.vocab_size = cfg_.vocab_size;
-  info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
   info_.device = "cpu";
-  match_llama_cpp_ = o.match_llama_cpp;
-  small_step_tokens_ = o.small_step_tokens;
-  kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim);
+  kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
+  kv_sizing_ = std::to_string(blocks) + " blocks x " + std::to_string(o.block_size) + " tokens = " +
+               std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " (" +
+               (storage == kv_storage::f16 ? "fp16" : "f32") + "; " + why + ")";
 }
 
-void cpu_executor::project(const float* a, const float* wf, const qmatrix& wq, float* c, int32_t m, int32_t n,
-                           int32_t k, bool accumulate) {
-  if (m <= small_step_tokens_ && !wq.empty())
-    qgemv(pool_, wq, a, c, m, accumulate);
-  else
-    linear(a, wf, c, m, n, k, accumulate ? 1.0f : 0.0f);
+std::string cpu_executor::compute_summary() const {
+  return std::string("math ") + to_string(mm_.math()) + " (" +
+         (mm_.math() == cpu_math::fast ? std::string(cpu_isa_name(mm_.isa())) + " integer kernels"
+                                       : std::string("f32 kernels")) +
+         "), " + std::to_string(pool_.size()) + " threads, weights " + mib(static_cast<int64_t>(w_.bytes())) + " mapped";
+}
+
+void cpu_executor::project(const float* a, const qmatrix& w, float* c, int32_t m, bool accumulate) {
+  mm_.run(pool_, w, a, m, c, accumulate);
 }
 
 void cpu_executor::check_plan(const step_plan& plan) const {
@@ -79,12 +88,8 @@ step_result cpu_executor::step(const step_plan& plan) {
   check_plan(plan);
   flatten(plan);
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, half = cfg_.n_rot / 2;
-  // Small steps are ~150 short parallel loops: workers spin between them. Big steps leave the
-  // cores to OpenBLAS's threads between loops.
-  pool_.set_spin_us(T <= small_step_tokens_ ? 200 : 0);
   x_.resize(static_cast<size_t>(T) * d);
-  for (int32_t t = 0; t < T; ++t)
-    std::memcpy(&x_[static_cast<size_t>(t) * d], &w_.token_embd[static_cast<size_t>(tok_[t]) * d], sizeof(float) * d);
+  for (int32_t t = 0; t < T; ++t) w_.embed(tok_[t], &x_[static_cast<size_t>(t) * d]);
   rope_cos_.resize(static_cast<size_t>(T) * half);
   rope_sin_.resize(static_cast<size_t>(T) * half);
   const float* ff = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
@@ -109,7 +114,7 @@ step_result cpu_executor::step(const step_plan& plan) {
   for (int32_t i = 0; i < S; ++i)
     rms_norm(&x_[static_cast<size_t>(rows[i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
   logits_.resize(static_cast<size_t>(S) * V);
-  if (S > 0) project(h_.data(), w_.lm_head(), w_.q_lm_head, logits_.data(), S, V, d, false);
+  if (S > 0) project(h_.data(), w_.lm_head, logits_.data(), S, false);
 
   step_result r;
   r.step_id = plan.step_id;
@@ -132,7 +137,7 @@ void cpu_executor::attention_block(int32_t l) {
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.attn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
   qkv_.resize(static_cast<size_t>(T) * width);
-  project(h_.data(), L.wqkv.data(), L.q_wqkv, qkv_.data(), T, width, d, false);
+  project(h_.data(), L.wqkv, qkv_.data(), T, false);
 
   const int32_t bs = info_.block_size;
   for (int32_t t = 0; t < T; ++t) {
@@ -142,14 +147,7 @@ void cpu_executor::attention_block(int32_t l) {
     rope_apply(q, cfg_.n_head, hd, cfg_.n_rot, c, s);
     rope_apply(q + nq, cfg_.n_head_kv, hd, cfg_.n_rot, c, s);
     const block_id b = table_[t][pos_[t] / bs];
-    float* kd = kv_->k(l, b, pos_[t] % bs);
-    float* vd = kv_->v(l, b, pos_[t] % bs);
-    std::memcpy(kd, q + nq, sizeof(float) * nkv);
-    std::memcpy(vd, q + nq + nkv, sizeof(float) * nkv);
-    if (match_llama_cpp_) {
-      round_to_fp16(kd, nkv);
-      round_to_fp16(vd, nkv);
-    }
+    kv_->store(l, b, pos_[t] % bs, q + nq, q + nq + nkv);  // fp16-rounded when match_llama_cpp
   }
 
   // Every token's keys are in the cache now, so attention of token t over 0..pos[t] is causal.
@@ -169,7 +167,7 @@ void cpu_executor::attention_block(int32_t l) {
     kv_->attend(l, table_[t], pos_[t], h / group, heads, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
                 &attn_[static_cast<size_t>(t) * nq + h * hd], sc, match_llama_cpp_);
   });
-  project(attn_.data(), L.wo.data(), L.q_wo, x_.data(), T, d, nq, true);  // x += attn · Wo^T
+  project(attn_.data(), L.wo, x_.data(), T, true);  // x += attn · Wo^T
 }
 
 void cpu_executor::ffn_block(int32_t l) {
@@ -178,13 +176,13 @@ void cpu_executor::ffn_block(int32_t l) {
   for (int32_t t = 0; t < T; ++t)
     rms_norm(&x_[static_cast<size_t>(t) * d], L.ffn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
   gu_.resize(static_cast<size_t>(T) * 2 * ff);
-  project(h_.data(), L.w_gate_up.data(), L.q_gate_up, gu_.data(), T, 2 * ff, d, false);
+  project(h_.data(), L.gate_up, gu_.data(), T, false);
   act_.resize(static_cast<size_t>(T) * ff);
   for (int32_t t = 0; t < T; ++t) {
     const float* g = &gu_[static_cast<size_t>(t) * 2 * ff];
     silu_mul(g, g + ff, &act_[static_cast<size_t>(t) * ff], ff);
   }
-  project(act_.data(), L.w_down.data(), L.q_down, x_.data(), T, d, ff, true);  // x += act · Wdown^T
+  project(act_.data(), L.down, x_.data(), T, true);  // x += act · Wdown^T
 }
 
 } // namespace conveyor::model

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "model/dequant.hpp"
 
 namespace conveyor::model {
 
@@ -38,10 +37,6 @@ void rope_apply(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, cons
 
 void silu_mul(const float* gate, const float* up, float* out, int32_t n) {
   for (int32_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
-
-void round_to_fp16(float* v, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) v[i] = fp16_to_fp32(fp32_to_fp16(v[i]));
 }
 
 } // namespace conveyor::model

@@ -1,6 +1,6 @@
 // The element-wise and per-row kernels of the CPU forward pass, numerically matched to
 // llama.cpp's CPU backend where it is cheap (double-accumulated RMSNorm, iterative RoPE
-// angles, fp16-rounded KV). GEMMs are not here: they go to OpenBLAS.
+// angles). Products are in cpu_matmul.hpp; the fp16 KV cache in paged_kv.hpp.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,5 @@ void rope_apply(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, cons
 
 /// out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, float* out, int32_t n);
-
-/// Rounds every value to the nearest fp16 (what llama.cpp's default F16 KV cache stores).
-void round_to_fp16(float* v, int32_t n);
 
 } // namespace conveyor::model

@@ -1,12 +1,14 @@
-// Llama weights dequantized to f32 at load, laid out for one GEMM per projection:
-// Q, K and V rows are stacked into one matrix, gate and up into another. Optionally each
-// projection also keeps its raw quantized blocks (same row order) for the small-step kernels.
+// A Llama GGUF's weights as the CPU executor reads them: every matrix a view onto the file's
+// mapping in its own block type (no copies, no f32 expansion), laid out for one product per
+// projection: Q, K and V rows stacked into one matrix, gate and up into another. Only the norms
+// and RoPE divisors (a few KB) are copied out as f32.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/types.hpp"
 #include "model/llama_config.hpp"
 #include "model/qgemv_matrix.hpp"
 
@@ -21,31 +23,28 @@ std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, 
 
 struct layer_weights {
   std::vector<float> attn_norm;  ///< (n_embd)
-  std::vector<float> wqkv;       ///< (n_head*hd + 2*n_head_kv*hd, n_embd): rows of Q, then K, then V
-  std::vector<float> wo;         ///< (n_embd, n_head*hd)
+  qmatrix wqkv;                  ///< (n_head*hd + 2*n_head_kv*hd, n_embd): rows of Q, then K, then V
+  qmatrix wo;                    ///< (n_embd, n_head*hd)
   std::vector<float> ffn_norm;   ///< (n_embd)
-  std::vector<float> w_gate_up;  ///< (2*n_ff, n_embd): rows of gate, then up
-  std::vector<float> w_down;     ///< (n_embd, n_ff)
-  /// The same matrices as raw blocks (qgemv_matrix.hpp); empty when not kept or when a
-  /// tensor's type is not qgemv_supports()ed.
-  qmatrix q_wqkv, q_wo, q_gate_up, q_down;
+  qmatrix gate_up;               ///< (2*n_ff, n_embd): rows of gate, then up
+  qmatrix down;                  ///< (n_embd, n_ff)
 };
 
 struct llama_weights {
-  std::vector<float> token_embd;   ///< (vocab, n_embd)
+  qmatrix token_embd;              ///< (vocab, n_embd)
   std::vector<float> output_norm;  ///< (n_embd)
-  std::vector<float> output;       ///< (vocab, n_embd); empty when the head is tied to token_embd
+  qmatrix lm_head;                 ///< (vocab, n_embd): output.weight, or token_embd when tied
   std::vector<float> rope_freqs;   ///< (n_rot/2) angle divisors, or empty
   std::vector<layer_weights> layers;
-  /// lm_head() as raw blocks; empty when not kept or not supported.
-  qmatrix q_lm_head;
 
-  /// Loads and dequantizes every tensor the config needs; with `keep_blocks`, also copies the
-  /// projections' and LM head's raw blocks (about 0.2x the f32 bytes for 4-bit types). Throws
-  /// model_error.
-  static llama_weights load(const gguf_file& f, const llama_config& c, bool keep_blocks = false);
-  /// The LM head matrix (vocab, n_embd).
-  const float* lm_head() const { return output.empty() ? token_embd.data() : output.data(); }
+  /// Views every tensor the config needs in `f`, which must outlive the result. Throws
+  /// model_error naming the tensor for a missing one, a wrong shape, or a type the kernels do
+  /// not read (the message lists the supported types).
+  static llama_weights map(const gguf_file& f, const llama_config& c);
+  /// Bytes of the weights viewed (the matrices' blocks; the f32 copies are negligible).
+  size_t bytes() const;
+  /// Row `tok` of the embedding table as f32 (n_embd floats).
+  void embed(token_id tok, float* out) const;
 };
 
 } // namespace conveyor::model

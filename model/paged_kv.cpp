@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "model/dequant.hpp"
 
@@ -13,23 +14,32 @@ namespace {
 constexpr int32_t max_heads = 16;       // query heads one attend call handles at once
 constexpr int32_t max_q_floats = 4096;  // its fp16-rounded queries live on the stack
 
+// Eight cached values as floats: f32 as is, f16 widened by F16C (exact). And one.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+
 // Dots of q with four K rows, scaled. Each row: two 8-lane FMA partial sums over 16-float steps
 // (one more 8-float step if left), summed, reduced across lanes by the same hadd tree, then the
 // scalar tail. The result of a row depends only on q and that row.
-void dot4(const float* q, const float* const k[4], int32_t n, float scale, float* s) {
+template <class T>
+void dot4(const float* q, const T* const k[4], int32_t n, float scale, float* s) {
   __m256 a[4], b[4];
   for (int r = 0; r < 4; ++r) a[r] = b[r] = _mm256_setzero_ps();
   int32_t d = 0;
   for (; d + 16 <= n; d += 16) {
     const __m256 qa = _mm256_loadu_ps(q + d), qb = _mm256_loadu_ps(q + d + 8);
     for (int r = 0; r < 4; ++r) {
-      a[r] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(k[r] + d), a[r]);
-      b[r] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(k[r] + d + 8), b[r]);
+      a[r] = _mm256_fmadd_ps(qa, load8(k[r] + d), a[r]);
+      b[r] = _mm256_fmadd_ps(qb, load8(k[r] + d + 8), b[r]);
     }
   }
   if (d + 8 <= n) {
     const __m256 qa = _mm256_loadu_ps(q + d);
-    for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(k[r] + d), a[r]);
+    for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(qa, load8(k[r] + d), a[r]);
     d += 8;
   }
   for (int r = 0; r < 4; ++r) a[r] = _mm256_add_ps(a[r], b[r]);
@@ -41,7 +51,7 @@ void dot4(const float* q, const float* const k[4], int32_t n, float scale, float
   }
   _mm_storeu_ps(s, sum);
   for (int r = 0; r < 4; ++r) {
-    for (int32_t e = d; e < n; ++e) s[r] = std::fma(q[e], k[r][e], s[r]);
+    for (int32_t e = d; e < n; ++e) s[r] = std::fma(q[e], load1(k[r] + e), s[r]);
     s[r] *= scale;
   }
 }
@@ -105,52 +115,36 @@ void softmax(float* s, int32_t n, bool fp16_out) {
 }
 
 // out[0..W*8) += sum over rows r of p[r] * v_r, in W registers: W independent FMA chains.
-template <int W>
-void accumulate_pv_chunk(const float* p, const float* vb, int64_t stride, int32_t len, float* out) {
+template <int W, class T>
+void accumulate_pv_chunk(const float* p, const T* vb, int64_t stride, int32_t len, float* out) {
   __m256 a[W];
   for (int w = 0; w < W; ++w) a[w] = _mm256_loadu_ps(out + 8 * w);
   for (int32_t r = 0; r < len; ++r) {
     const __m256 pr = _mm256_set1_ps(p[r]);
-    const float* v = vb + r * stride;
-    for (int w = 0; w < W; ++w) a[w] = _mm256_fmadd_ps(pr, _mm256_loadu_ps(v + 8 * w), a[w]);
+    const T* v = vb + r * stride;
+    for (int w = 0; w < W; ++w) a[w] = _mm256_fmadd_ps(pr, load8(v + 8 * w), a[w]);
   }
   for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, a[w]);
 }
 
 // out += sum over the block's rows r of p[r] * v_r, each element summed in row order.
-void accumulate_pv(const float* p, const float* vb, int64_t stride, int32_t len, float* out, int32_t n) {
+template <class T>
+void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t n) {
   int32_t d = 0;
-  for (; d + 64 <= n; d += 64) accumulate_pv_chunk<8>(p, vb + d, stride, len, out + d);
-  for (; d + 32 <= n; d += 32) accumulate_pv_chunk<4>(p, vb + d, stride, len, out + d);
-  for (; d + 8 <= n; d += 8) accumulate_pv_chunk<1>(p, vb + d, stride, len, out + d);
+  for (; d + 64 <= n; d += 64) accumulate_pv_chunk<8, T>(p, vb + d, stride, len, out + d);
+  for (; d + 32 <= n; d += 32) accumulate_pv_chunk<4, T>(p, vb + d, stride, len, out + d);
+  for (; d + 8 <= n; d += 8) accumulate_pv_chunk<1, T>(p, vb + d, stride, len, out + d);
   for (; d < n; ++d)
-    for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], vb[r * stride + d], out[d]);
+    for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], load1(vb + r * stride + d), out[d]);
 }
 
-} // namespace
-
-paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim)
-    : num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
-      row_(int64_t{n_head_kv} * head_dim) {
-  const size_t n = static_cast<size_t>(n_layer) * num_blocks * block_size * row_;
-  k_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
-}
-
-int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim) {
-  return 2 * int64_t{n_layer} * block_size * n_head_kv * head_dim * static_cast<int64_t>(sizeof(float));
-}
-
-void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
-                      float scale, float* out, float* scores, bool fp16_inputs) const {
-  const int32_t hd = head_dim_, n = pos + 1, bs = block_size_;
-  const int32_t chunk = std::max(1, std::min(max_heads, max_q_floats / hd));
-  if (n_q > chunk) {  // a head's result does not depend on n_q, so split
-    for (int32_t i = 0; i < n_q; i += chunk)
-      attend(layer, table, pos, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, scale, out + int64_t{i} * hd,
-             scores, fp16_inputs);
-    return;
-  }
+// paged_kv::attend for n_q <= one call's heads over one layer's K and V (k, v: its block 0, slot
+// 0; block b starts per_block values further on).
+template <class T>
+void attend_heads(const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs, const block_id* table,
+                  int32_t pos, int32_t kv_head, int32_t n_q, const float* q, float scale, float* out, float* scores,
+                  bool fp16_inputs) {
+  const int32_t n = pos + 1;
   float qr[max_q_floats];
   if (fp16_inputs && n_q * hd <= max_q_floats) {
     for (int32_t d = 0; d < n_q * hd; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
@@ -159,13 +153,13 @@ void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t
   const int64_t kv_off = int64_t{kv_head} * hd;
   // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every head.
   for (int32_t j0 = 0; j0 < n; j0 += bs) {
-    const float* kb = k(layer, table[j0 / bs], 0) + kv_off;
+    const T* kb = k + table[j0 / bs] * per_block + kv_off;
     const int32_t len = std::min(bs, n - j0);
     for (int32_t i = 0; i < n_q; ++i) {
       float* s = scores + int64_t{i} * n + j0;
       for (int32_t r = 0; r < len; r += 4) {
-        const float* rows[4];
-        for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(r + u, len - 1) * row_;  // pad: repeat the last row
+        const T* rows[4];
+        for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(r + u, len - 1) * row;  // pad: repeat the last row
         if (r + 4 <= len) {
           dot4(q + int64_t{i} * hd, rows, hd, scale, s + r);
         } else {
@@ -180,11 +174,80 @@ void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t
   // out = P · V, block by block, likewise.
   std::fill(out, out + int64_t{n_q} * hd, 0.0f);
   for (int32_t j0 = 0; j0 < n; j0 += bs) {
-    const float* vb = v(layer, table[j0 / bs], 0) + kv_off;
+    const T* vb = v + table[j0 / bs] * per_block + kv_off;
     const int32_t len = std::min(bs, n - j0);
     for (int32_t i = 0; i < n_q; ++i)
-      accumulate_pv(scores + int64_t{i} * n + j0, vb, row_, len, out + int64_t{i} * hd, hd);
+      accumulate_pv(scores + int64_t{i} * n + j0, vb, row, len, out + int64_t{i} * hd, hd);
   }
+}
+
+} // namespace
+
+paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim,
+                   kv_storage s)
+    : storage_(s), num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
+      row_(int64_t{n_head_kv} * head_dim) {
+  const size_t n = static_cast<size_t>(n_layer) * num_blocks * block_size * row_;
+  if (s == kv_storage::f16) {
+    k16_.assign(n, 0);
+    v16_.assign(n, 0);
+  } else {
+    k32_.assign(n, 0.0f);
+    v32_.assign(n, 0.0f);
+  }
+}
+
+int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim, kv_storage s) {
+  const int64_t value_bytes = s == kv_storage::f16 ? 2 : 4;
+  return 2 * int64_t{n_layer} * block_size * n_head_kv * head_dim * value_bytes;
+}
+
+void paged_kv::store(int32_t layer, block_id b, int32_t slot, const float* k, const float* v) {
+  const int64_t o = offset(layer, b, slot);
+  if (storage_ == kv_storage::f32) {
+    std::copy_n(k, row_, k32_.data() + o);
+    std::copy_n(v, row_, v32_.data() + o);
+    return;
+  }
+  for (const auto& [src, dst] : {std::pair{k, k16_.data() + o}, std::pair{v, v16_.data() + o}}) {
+    int64_t e = 0;
+    for (; e + 8 <= row_; e += 8)  // F16C rounds to nearest even, as fp32_to_fp16 does
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + e),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; e < row_; ++e) dst[e] = fp32_to_fp16(src[e]);
+  }
+}
+
+void paged_kv::load(int32_t layer, block_id b, int32_t slot, float* k, float* v) const {
+  const int64_t o = offset(layer, b, slot);
+  if (storage_ == kv_storage::f32) {
+    std::copy_n(k32_.data() + o, row_, k);
+    std::copy_n(v32_.data() + o, row_, v);
+    return;
+  }
+  for (int64_t e = 0; e < row_; ++e) {
+    k[e] = fp16_to_fp32(k16_[static_cast<size_t>(o + e)]);
+    v[e] = fp16_to_fp32(v16_[static_cast<size_t>(o + e)]);
+  }
+}
+
+void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
+                      float scale, float* out, float* scores, bool fp16_inputs) const {
+  const int32_t hd = head_dim_;
+  const int32_t chunk = std::max(1, std::min(max_heads, max_q_floats / hd));
+  if (n_q > chunk) {  // a head's result does not depend on n_q, so split
+    for (int32_t i = 0; i < n_q; i += chunk)
+      attend(layer, table, pos, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, scale, out + int64_t{i} * hd,
+             scores, fp16_inputs);
+    return;
+  }
+  const int64_t base = offset(layer, 0, 0), per_block = int64_t{block_size_} * row_;
+  if (storage_ == kv_storage::f16)
+    attend_heads(k16_.data() + base, v16_.data() + base, per_block, row_, hd, block_size_, table, pos, kv_head, n_q, q,
+                 scale, out, scores, fp16_inputs);
+  else
+    attend_heads(k32_.data() + base, v32_.data() + base, per_block, row_, hd, block_size_, table, pos, kv_head, n_q, q,
+                 scale, out, scores, fp16_inputs);
 }
 
 } // namespace conveyor::model

@@ -1,7 +1,9 @@
 // The CPU KV cache: a pool of fixed-size blocks shared by all sequences, addressed through
 // each sequence's block table, and attention of a KV head's query heads over it.
 //
-//   k, v: (n_layer, num_blocks, block_size, n_head_kv, head_dim) f32, values fp16-rounded
+//   k, v: (n_layer, num_blocks, block_size, n_head_kv, head_dim), either IEEE half (kv_storage::f16,
+//         llama.cpp's F16 KV cache, half the memory) or f32 (kv_storage::f32, values as stored: the
+//         exact mode that the double-precision tests compare against)
 //   position p of a sequence -> block table[p / block_size], slot p % block_size
 #pragma once
 
@@ -12,26 +14,33 @@
 
 namespace conveyor::model {
 
+enum class kv_storage { f16, f32 };
+
 class paged_kv {
 public:
-  paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim);
+  paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim,
+           kv_storage s = kv_storage::f16);
 
-  /// Bytes one block takes across all layers (K and V).
-  static int64_t block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim);
+  /// Bytes one block takes across all layers (K and V): 2 per value for f16, 4 for f32.
+  static int64_t block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim, kv_storage s);
 
-  float* k(int32_t layer, block_id b, int32_t slot) { return k_.data() + offset(layer, b, slot); }
-  float* v(int32_t layer, block_id b, int32_t slot) { return v_.data() + offset(layer, b, slot); }
-  const float* k(int32_t layer, block_id b, int32_t slot) const { return k_.data() + offset(layer, b, slot); }
-  const float* v(int32_t layer, block_id b, int32_t slot) const { return v_.data() + offset(layer, b, slot); }
-
+  kv_storage storage() const { return storage_; }
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
+
+  /// Writes the K and V rows (n_head_kv * head_dim floats each) of one position; rounds them to
+  /// fp16 (round to nearest even) for f16 storage, stores them as they are for f32.
+  void store(int32_t layer, block_id b, int32_t slot, const float* k, const float* v);
+  /// Reads them back as floats.
+  void load(int32_t layer, block_id b, int32_t slot, float* k, float* v) const;
 
   /// Causal attention of `n_q` query heads that share kv head `kv_head` (GQA) at position `pos`
   /// over positions 0..pos of the sequence with `table`; each K and V row is read once for all
   /// of them. q and out: n_q * head_dim floats, head i at i * head_dim. `scores` must hold
   /// n_q * (pos+1) floats. fp16_inputs: round the query and the probabilities to fp16 before
-  /// their products (llama.cpp's F16 KV matmuls). A head's result does not depend on n_q.
+  /// their products (llama.cpp's F16 KV matmuls). A head's result does not depend on n_q. f16
+  /// rows are widened (F16C) as they are read: the result is bit for bit that of an f32 storage
+  /// holding the same values.
   void attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
               float scale, float* out, float* scores, bool fp16_inputs) const;
 
@@ -39,9 +48,11 @@ private:
   int64_t offset(int32_t layer, block_id b, int32_t slot) const {
     return ((static_cast<int64_t>(layer) * num_blocks_ + b) * block_size_ + slot) * row_;
   }
+  kv_storage storage_;
   int32_t num_blocks_, block_size_, n_head_kv_, head_dim_;
-  int64_t row_;  // n_head_kv * head_dim
-  std::vector<float> k_, v_;
+  int64_t row_;                     // n_head_kv * head_dim
+  std::vector<uint16_t> k16_, v16_;  // f16 storage (the f32 ones stay empty), and vice versa
+  std::vector<float> k32_, v32_;
 };
 
 } // namespace conveyor::model

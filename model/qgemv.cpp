@@ -29,13 +29,13 @@ void qgemv_rows(qgemv_isa isa, const qmatrix& w, const float* a, float* c, int32
   for (const qmatrix::part& p : w.parts()) {
     const int32_t lo = std::max(r0, p.first_row), hi = std::min(r1, p.first_row + p.rows);
     if (lo >= hi) continue;
-    const qgemv_run run{p.type,      p.data.data() + static_cast<size_t>(lo - p.first_row) * p.row_bytes,
+    const qgemv_run run{p.type,      p.data + static_cast<size_t>(lo - p.first_row) * p.row_bytes,
                         p.row_bytes, hi - lo,
                         w.k(),       a,
                         m,           c + lo,
                         w.rows(),    accumulate};
 #if defined(__x86_64__) || defined(__i386__)
-    if (isa == qgemv_isa::avx2) {
+    if (isa == qgemv_isa::avx2 && qgemv_supports(p.type)) {
       qgemv_run_avx2(run);
       continue;
     }

@@ -1,7 +1,9 @@
-// Fused "dequantize in registers, dot in f32" matrix-vector products for steps of a few tokens:
-// C(m, n) = A(m, k) · W(n, k)^T (+ C) with W read as raw ggml blocks (qgemv_matrix.hpp). Weight
-// values are bit-identical to dequantize_row()'s; activations stay f32 (never quantized), so
-// results differ from an f32 GEMM over the dequantized matrix only in summation order.
+// Fused "dequantize in registers, dot in f32" matrix products, the CPU executor's exact mode
+// (cpu_matmul.hpp): C(m, n) = A(m, k) · W(n, k)^T (+ C) with W read as raw ggml blocks
+// (qgemv_matrix.hpp). Weight values are bit-identical to dequantize_row()'s; activations stay
+// f32 (never quantized), so results differ from an f32 GEMM over the dequantized matrix only in
+// summation order, which is fixed per (row, token): batch-invariant. AVX2 reads F16 and the
+// 32-element types in registers; F32, BF16 and the K-quants go through dequantize_row() per block.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +13,6 @@
 namespace conveyor::model {
 
 class spinning_pool;
-
-/// Steps of at most this many tokens go through qgemv; longer ones through OpenBLAS. Measured
-/// on the 2-core EPYC dev VM over SmolLM2-135M's projections + head: qgemv costs ~2.1 ms per
-/// token past 8 tokens; OpenBLAS's f32 sgemm is 30 ms at 1 token, 46 at 16, 66 at 32 (where
-/// they tie), 79 at 48, and slower at sizes that are not multiples of 16.
-inline constexpr int32_t qgemv_max_tokens = 32;
 
 /// Instruction set of a qgemv kernel.
 enum class qgemv_isa {
@@ -35,8 +31,7 @@ qgemv_isa qgemv_best_isa();
 void qgemv_rows(qgemv_isa isa, const qmatrix& w, const float* a, float* c, int32_t m, bool accumulate,
                 int32_t r0, int32_t r1);
 
-/// All rows, split over `pool`'s threads in chunks of rows (any m; the executor uses it for
-/// m <= qgemv_max_tokens).
+/// All rows, split over `pool`'s threads in chunks of rows (any m).
 void qgemv(spinning_pool& pool, const qmatrix& w, const float* a, float* c, int32_t m, bool accumulate,
            qgemv_isa isa = qgemv_best_isa());
 

@@ -132,10 +132,11 @@ CV_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(x);
 }
 
-/// M tokens (1..8) against every row of the run. With few tokens each token gets several
-/// accumulators (chunk i of a block goes to accumulator i % A) to hide FMA latency.
+/// M tokens (1..4) against every row of the run. Each token has A = 2 accumulators (chunk j of
+/// a block goes to accumulator j % 2) whatever M, so a token's sum is the same sequence of
+/// operations in every group width: batch-invariant.
 template <ggml_type T, int M> CV_AVX2 void rows(const qgemv_run& r, const float* a, float* c) {
-  constexpr int A = M == 1 ? 4 : (M <= 4 ? 2 : 1);
+  constexpr int A = 2;
   constexpr size_t bb = bytes32<T>();
   const int32_t nb = r.k / 32;
   const size_t lda = static_cast<size_t>(r.k);
@@ -172,11 +173,7 @@ template <ggml_type T> rows_fn pick(int m) {
     case 1: return rows<T, 1>;
     case 2: return rows<T, 2>;
     case 3: return rows<T, 3>;
-    case 4: return rows<T, 4>;
-    case 5: return rows<T, 5>;
-    case 6: return rows<T, 6>;
-    case 7: return rows<T, 7>;
-    default: return rows<T, 8>;
+    default: return rows<T, 4>;
   }
 }
 
@@ -195,10 +192,10 @@ rows_fn pick(ggml_type t, int m) {
 } // namespace
 
 void qgemv_run_avx2(const qgemv_run& r) {
-  // Tokens in groups of <= 8 (the accumulators fill the 16 ymm registers); the run is a few
-  // rows, so later groups find its blocks in cache.
-  for (int32_t t0 = 0; t0 < r.m; t0 += 8) {
-    const int32_t g = std::min<int32_t>(8, r.m - t0);
+  // Tokens in groups of <= 4 (8 accumulators and 4 weight vectors in the 16 ymm registers); the
+  // run is a few rows, so later groups find its blocks in cache.
+  for (int32_t t0 = 0; t0 < r.m; t0 += 4) {
+    const int32_t g = std::min<int32_t>(4, r.m - t0);
     pick(r.type, g)(r, r.a + static_cast<size_t>(t0) * r.k, r.c + static_cast<size_t>(t0) * r.ldc);
   }
 }

@@ -28,7 +28,7 @@ struct qgemv_run {
 void qgemv_run_scalar(const qgemv_run& r);
 
 #if defined(__x86_64__) || defined(__i386__)
-/// Blocks dequantized in AVX registers, FMA dot products; tokens in groups of up to 8.
+/// Blocks dequantized in AVX registers, FMA dot products; tokens in groups of up to 4.
 /// Precondition: the CPU has AVX2, FMA and F16C.
 void qgemv_run_avx2(const qgemv_run& r);
 #endif

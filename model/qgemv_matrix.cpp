@@ -1,7 +1,7 @@
-// qmatrix: raw ggml blocks of a weight matrix, copied out of the GGUF mapping at load.
+// qmatrix: views onto the raw ggml blocks of a weight matrix's tensors.
 #include "model/qgemv_matrix.hpp"
 
-#include <cstring>
+#include "model/qmm.hpp"
 
 namespace conveyor::model {
 
@@ -20,16 +20,15 @@ bool qgemv_supports(ggml_type t) {
 }
 
 bool qmatrix::append(ggml_type t, const uint8_t* src, int32_t rows, int32_t k) {
-  if (!qgemv_supports(t) || rows <= 0 || k <= 0 || k % 32 != 0) return false;
+  if (!qmm_supports(t) || rows <= 0 || k <= 0 || k % 32 != 0 || k % static_cast<int32_t>(block_elems(t)) != 0) return false;
   if (!parts_.empty() && k != k_) return false;
   part p;
   p.type = t;
   p.first_row = rows_;
   p.rows = rows;
   p.row_bytes = static_cast<size_t>(k) / block_elems(t) * block_bytes(t);
-  p.data.resize(p.row_bytes * static_cast<size_t>(rows));
-  std::memcpy(p.data.data(), src, p.data.size());
-  parts_.push_back(std::move(p));
+  p.data = src;
+  parts_.push_back(p);
   rows_ += rows;
   k_ = k;
   return true;
@@ -43,7 +42,7 @@ void qmatrix::clear() {
 
 size_t qmatrix::bytes() const {
   size_t n = 0;
-  for (const part& p : parts_) n += p.data.size();
+  for (const part& p : parts_) n += p.row_bytes * static_cast<size_t>(p.rows);
   return n;
 }
 

@@ -1,5 +1,7 @@
-// Portable qgemv row kernel: each 32-element block through dequantize_row() (so the weights
-// are exactly the f32 matrix's), then f32 dot products, one partial sum per block and token.
+// Portable qgemv row kernel: each block (32 elements, 256 for K-quants) through dequantize_row()
+// (so the weights are exactly the f32 matrix's), then f32 dot products, one partial sum per block
+// and token. Also the exact path of the types the AVX2 kernel does not read (F32 BF16 Q4_K Q5_K Q6_K).
+#include <algorithm>
 #include <vector>
 
 #include "model/dequant.hpp"
@@ -8,10 +10,11 @@
 namespace conveyor::model {
 
 void qgemv_run_scalar(const qgemv_run& r) {
-  constexpr int32_t chunk = 32;  // elements per dequantize_row() call: one block (32 for F16)
-  const size_t chunk_bytes = chunk / block_elems(r.type) * block_bytes(r.type);
+  // Elements per dequantize_row() call: one block (32 for the plain types).
+  const int32_t chunk = std::max<int32_t>(32, static_cast<int32_t>(block_elems(r.type)));
+  const size_t chunk_bytes = static_cast<size_t>(chunk) / block_elems(r.type) * block_bytes(r.type);
   std::vector<float> sums(static_cast<size_t>(r.m));
-  float wv[chunk];
+  float wv[256];
   for (int32_t i = 0; i < r.n_rows; ++i) {
     const uint8_t* row = r.w + static_cast<size_t>(i) * r.row_bytes;
     for (float& s : sums) s = 0.0f;

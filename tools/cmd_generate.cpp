@@ -30,6 +30,8 @@ struct generate_opts {
   int32_t chunk = 512;
   std::string device = "cpu";
   double gpu_memory_utilization = 0.90;
+  int32_t threads = 0;
+  std::string cpu_math = "fast";
 };
 
 using clock_type = std::chrono::steady_clock;
@@ -70,6 +72,8 @@ int run_generate(const generate_opts& o) {
   model::cpu_executor_options eo;
   const int32_t total = static_cast<int32_t>(prompt.size()) + o.max_tokens;
   eo.num_kv_blocks = (total + eo.block_size - 1) / eo.block_size;
+  eo.threads = o.threads;
+  eo.math = model::parse_cpu_math(o.cpu_math);
   std::shared_ptr<executor> ex_owner;
   if (o.device == "cuda") {
     std::string why;
@@ -84,7 +88,9 @@ int run_generate(const generate_opts& o) {
     go.max_num_seqs = 1;
     ex_owner = gpu::make_cuda_executor(file, go);
   } else {
-    ex_owner = std::make_shared<model::cpu_executor>(file, eo);
+    auto cpu = std::make_shared<model::cpu_executor>(file, eo);
+    std::cerr << "conveyor: " << cpu->compute_summary() << "\n";
+    ex_owner = cpu;
   }
   executor& ex = *ex_owner;
   if (total > ex.info().max_model_len) {
@@ -150,6 +156,9 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed to stderr)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per step (chunked prefill)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "cpu: compute threads (0: every core)")->check(CLI::Range(0, 1024))->capture_default_str();
+  cmd->add_option("--cpu-math", o->cpu_math, "cpu: fast (8-bit activations, integer dot products) | exact (f32)")
+      ->check(CLI::IsMember({"fast", "exact"}))->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "cuda: fraction of GPU memory to use")
       ->check(CLI::Range(0.01, 1.0))->capture_default_str();

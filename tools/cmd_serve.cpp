@@ -81,8 +81,12 @@ int run_serve(const serve_options& o) {
     eo.block_size = o.block_size;
     eo.kv_cache_bytes = o.kv_cache_bytes;
     eo.num_kv_blocks = o.num_kv_blocks;
+    eo.max_model_len = o.max_model_len;
+    eo.threads = o.threads;
+    eo.math = model::parse_cpu_math(o.cpu_math);
     auto cpu = std::make_shared<model::cpu_executor>(file, eo);
-    model_desc = cpu->config().name + " (" + cpu->config().summary() + ")";
+    model_desc = cpu->config().name + " (" + cpu->config().summary() + "; " + cpu->compute_summary() + ")";
+    spdlog::info("conveyor serve: KV cache {}", cpu->kv_sizing());
     ex = cpu;
   }
   actors::runtime_options ro = o.runtime(ex->info(), file.path());

@@ -23,6 +23,8 @@ struct step_bench_opts {
   std::vector<int32_t> batches{1, 8, 32, 128};
   int32_t context = 128, steps = 16, prompt_len = 512;
   std::string json_path;
+  int32_t threads = 0;
+  std::string cpu_math = "fast";
 };
 
 using clock_type = std::chrono::steady_clock;
@@ -36,9 +38,13 @@ int run_step_bench(const step_bench_opts& o) {
   model::cpu_executor_options eo;
   const int32_t per_seq = (std::max(o.context + o.steps, o.prompt_len) + eo.block_size - 1) / eo.block_size;
   eo.num_kv_blocks = per_seq * max_b;
+  eo.threads = o.threads;
+  eo.math = model::parse_cpu_math(o.cpu_math);
   model::cpu_executor ex(file, eo);
+  std::printf("%s: %s\n", ex.config().name.c_str(), ex.compute_summary().c_str());
   const int32_t vocab = ex.info().vocab_size;
-  nlohmann::json out{{"model", ex.config().name}, {"context", o.context}, {"prompt_len", o.prompt_len}};
+  nlohmann::json out{{"model", ex.config().name}, {"context", o.context}, {"prompt_len", o.prompt_len},
+                     {"compute", ex.compute_summary()}};
 
   time_step_ms(ex, make_bench_plan(1, 0, o.prompt_len, per_seq, vocab));  // warm-up
   const double prefill_ms = time_step_ms(ex, make_bench_plan(1, 0, o.prompt_len, per_seq, vocab));
@@ -67,6 +73,9 @@ void register_step_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--context", o->context, "Tokens already in each sequence's KV cache")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Decode steps timed per batch size")->capture_default_str();
   cmd->add_option("--prompt-len", o->prompt_len, "Tokens in the timed prefill")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Compute threads (0: every core)")->check(CLI::Range(0, 1024))->capture_default_str();
+  cmd->add_option("--cpu-math", o->cpu_math, "fast (8-bit activations, integer dot products) | exact (f32)")
+      ->check(CLI::IsMember({"fast", "exact"}))->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->callback([o, &exit_code] {
     try {

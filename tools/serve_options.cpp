@@ -25,7 +25,9 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--max-num-batched-tokens,--max_num_batched_tokens", max_num_batched_tokens, "Token budget per step")->capture_default_str();
   cmd.add_option("--max-model-len,--max_model_len", max_model_len, "Longest prompt + output (0: the model's context, at most a quarter of the KV pool)")->capture_default_str();
   cmd.add_option("--block-size,--block_size", block_size, "Tokens per KV block")->capture_default_str();
-  cmd.add_option("--kv-cache-bytes,--kv_cache_bytes", kv_cache_bytes, "Memory for the KV cache")->capture_default_str();
+  cmd.add_option("--kv-cache-bytes,--kv_cache_bytes", kv_cache_bytes, "Memory for the KV cache (0: room for 4 sequences of max_model_len, at most 10% of RAM)")->capture_default_str();
+  cmd.add_option("--threads", threads, "cpu: compute threads (0: every core)")->capture_default_str();
+  cmd.add_option("--cpu-math,--cpu_math", cpu_math, "cpu: fast (8-bit activations, integer dot products, as llama.cpp) | exact (f32)")->capture_default_str();
   cmd.add_option("--num-kv-blocks,--num_kv_blocks", num_kv_blocks, "KV blocks (overrides --kv-cache-bytes)")->capture_default_str();
   cmd.add_option("--enable-prefix-caching,--enable_prefix_caching", enable_prefix_caching, "Reuse cached prompt blocks")->capture_default_str();
   cmd.add_option("--scheduling-policy,--scheduling_policy", scheduling_policy, "fcfs | priority")->capture_default_str();
@@ -108,7 +110,9 @@ std::string serve_options::validate() const {
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return "gpu_memory_utilization must be in (0, 1]";
-  if (kv_cache_bytes <= 0 && num_kv_blocks <= 0) return "kv_cache_bytes must be > 0 (or set num_kv_blocks)";
+  if (kv_cache_bytes < 0) return "kv_cache_bytes must be >= 0 (0: sized from the model and the machine)";
+  if (threads < 0 || threads > 1024) return "threads must be in 0..1024 (0: every core), not " + std::to_string(threads);
+  if (cpu_math != "fast" && cpu_math != "exact") return "cpu_math must be fast or exact, not '" + cpu_math + "'";
   if (!journal::sync_mode_from_string(journal_sync)) return "journal_sync must be process or power, not '" + journal_sync + "'";
   if (poison_after < 0) return "poison_after must be >= 0 (0: never)";
   if (!std::isfinite(retention_s) || retention_s < 0) return "retention must be a number of seconds >= 0";

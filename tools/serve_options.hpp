@@ -25,7 +25,7 @@ struct serve_options {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;  ///< 0: the model's context, at most a quarter of the KV pool (default_max_model_len)
   int32_t block_size = 16;
-  int64_t kv_cache_bytes = int64_t{1} << 30;
+  int64_t kv_cache_bytes = 0;  ///< 0: sized from the model and the machine (auto_kv_cache_bytes)
   int32_t num_kv_blocks = 0;  ///< > 0 overrides kv_cache_bytes
   bool enable_prefix_caching = true;
   std::string scheduling_policy = "fcfs";
@@ -34,6 +34,8 @@ struct serve_options {
   int32_t max_num_queued_reqs = 0;    ///< 0: unbounded
   int64_t max_num_queued_tokens = 0;  ///< 0: unbounded
   double drain_timeout_s = 30.0;
+  int32_t threads = 0;              ///< cpu: compute threads of a step; 0: every core
+  std::string cpu_math = "fast";    ///< cpu: fast (8-bit activations, integer dots) | exact (f32)
   int32_t worker_threads = 0;  ///< CAF workers; 0: the cores minus one (at least 1)
   int32_t metrics_port = -1;                ///< Prometheus /metrics: -1 off, 0 any free port
   std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on

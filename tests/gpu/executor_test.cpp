@@ -68,7 +68,10 @@ BOOST_AUTO_TEST_CASE(smollm2_greedy_tokens_equal_cpu, *boost::unit_test::precond
   BOOST_REQUIRE_MESSAGE(in, "tests/data/smollm2_greedy.json missing");
   const auto golden = nlohmann::json::parse(in);
   auto f = model::gguf_file::open(model::testing::smollm2_path());
-  model::cpu_executor cpu(f, model::cpu_executor_options{});
+  model::cpu_executor_options co;
+  co.num_kv_blocks = 64;
+  co.math = model::cpu_math::exact;  // the goldens' numerics: f32 activations
+  model::cpu_executor cpu(f, co);
   cuda_executor gpu(f, gpu_opts(16, 64, true));
   const int32_t V = cpu.info().vocab_size, n_tokens = 32;
   int32_t exact = 0;

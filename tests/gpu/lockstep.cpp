@@ -92,6 +92,7 @@ model::cpu_executor_options cpu_opts(int32_t block_size, int32_t blocks) {
   o.block_size = block_size;
   o.num_kv_blocks = blocks;
   o.match_llama_cpp = false;  // f32 KV: the GPU's bf16 is the only rounding difference left
+  o.math = model::cpu_math::exact;  // f32 activations, as the GPU's bf16 GEMMs take them
   return o;
 }
 

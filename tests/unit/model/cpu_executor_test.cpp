@@ -24,6 +24,7 @@ std::vector<float> executor_logits(const gguf_file& f, const std::vector<token_i
   o.block_size = 4;
   o.num_kv_blocks = 64;
   o.match_llama_cpp = match_llama_cpp;
+  o.math = cpu_math::exact;  // against the double reference; the fast mode: qgemv_test
   cpu_executor ex(f, o);
   std::vector<driven_seq> seqs(1);
   seqs[0].prompt = prompt;

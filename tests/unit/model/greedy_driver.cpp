@@ -8,7 +8,10 @@ namespace conveyor::model {
 int32_t run_greedy(executor& ex, std::vector<driven_seq>& seqs, int32_t blocks_per_seq,
                    const std::function<std::vector<float>(size_t)>& logits_of) {
   std::vector<int32_t> done(seqs.size(), 0);  // tokens already computed
-  for (auto& s : seqs) s.out.clear();
+  for (auto& s : seqs) {
+    s.out.clear();
+    s.logits_hash = 0;
+  }
   int32_t step = 0;
   for (;; ++step) {
     step_plan plan;
@@ -28,7 +31,7 @@ int32_t run_greedy(executor& ex, std::vector<driven_seq>& seqs, int32_t blocks_p
         q.tokens.push_back(s.out.back());
       }
       q.sample = done[i] + static_cast<int32_t>(q.tokens.size()) >= plen;
-      q.sampling.temperature = 0.0f;
+      q.sampling = s.sampling;
       for (int32_t b = 0; b < blocks_per_seq; ++b) q.block_table.push_back(static_cast<block_id>(i) * blocks_per_seq + b);
       done[i] += static_cast<int32_t>(q.tokens.size());
       plan.seqs.push_back(std::move(q));
@@ -47,7 +50,13 @@ int32_t run_greedy(executor& ex, std::vector<driven_seq>& seqs, int32_t blocks_p
       const sampled_token& t = r.sampled.at(k);
       if (t.id != members[m]) throw std::logic_error("step_result out of plan order");
       driven_seq& s = seqs[members[m]];
-      if (s.out.empty() && logits_of) s.first_logits = logits_of(k);
+      if (logits_of) {
+        std::vector<float> row = logits_of(k);
+        if (s.out.empty()) s.first_logits = row;
+        const auto* bytes = reinterpret_cast<const unsigned char*>(row.data());
+        if (s.out.empty()) s.logits_hash = 1469598103934665603ull;
+        for (size_t b = 0; b < row.size() * sizeof(float); ++b) s.logits_hash = (s.logits_hash ^ bytes[b]) * 1099511628211ull;
+      }
       s.out.push_back(t.token);
       ++k;
     }

@@ -1,11 +1,17 @@
 // paged_kv::attend (AVX2 dots, GQA heads sharing each K/V row, block-wise walk) against a
 // straightforward double reference on random data: head sizes with and without a vector tail,
 // block sizes that do and do not divide the context, a shuffled block table, the fp16-inputs
-// path, and bit-identical results for a head whether it is attended alone or in a group.
+// path, and bit-identical results for a head whether it is attended alone or in a group; all for
+// both storages. The f16 storage against the f32 one holding the same values (bit for bit), store /
+// load round trips, and the pool's size.
 #include <boost/test/unit_test.hpp>
+
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -23,26 +29,37 @@ struct fixture {
   paged_kv kv;
   std::vector<block_id> table;
 
-  fixture(int32_t block_size, int32_t head_dim, int32_t positions, std::mt19937& rng)
+  // Random fp16-representable K and V everywhere, so both storages hold the same values.
+  fixture(int32_t block_size, int32_t head_dim, int32_t positions, std::mt19937& rng, kv_storage st)
       : blocks((positions + block_size - 1) / block_size + 3), bs(block_size), hd(head_dim),
-        kv(layers, blocks, block_size, n_kv, head_dim), table(static_cast<size_t>(blocks)) {
+        kv(layers, blocks, block_size, n_kv, head_dim, st), table(static_cast<size_t>(blocks)) {
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> k(static_cast<size_t>(n_kv * hd)), v(k.size());
     for (int32_t l = 0; l < layers; ++l)
       for (block_id b = 0; b < blocks; ++b)
-        for (int32_t s = 0; s < bs; ++s)
-          for (int32_t e = 0; e < n_kv * hd; ++e) {
-            kv.k(l, b, s)[e] = static_cast<float>(fp16(u(rng)));
-            kv.v(l, b, s)[e] = static_cast<float>(fp16(u(rng)));
+        for (int32_t s = 0; s < bs; ++s) {
+          for (size_t e = 0; e < k.size(); ++e) {
+            k[e] = static_cast<float>(fp16(u(rng)));
+            v[e] = static_cast<float>(fp16(u(rng)));
           }
+          kv.store(l, b, s, k.data(), v.data());
+        }
+  }
+
+  std::vector<float> row(int32_t l, int32_t j, bool want_v) const {
+    std::vector<float> k(static_cast<size_t>(n_kv * hd)), v(k.size());
+    kv.load(l, table[static_cast<size_t>(j / bs)], j % bs, k.data(), v.data());
+    return want_v ? v : k;
   }
 
   // One head, in double, in the obvious order.
   std::vector<double> reference(int32_t l, int32_t pos, int32_t kvh, const float* q, float scale, bool f16) const {
     std::vector<double> s(static_cast<size_t>(pos + 1)), out(static_cast<size_t>(hd), 0.0);
     for (int32_t j = 0; j <= pos; ++j) {
-      const float* kj = kv.k(l, table[static_cast<size_t>(j / bs)], j % bs) + kvh * hd;
+      const std::vector<float> kr = row(l, j, false);
+      const float* kj = kr.data() + kvh * hd;
       double dot = 0;
       for (int32_t e = 0; e < hd; ++e) dot += (f16 ? fp16(q[e]) : q[e]) * double{kj[e]};
       s[static_cast<size_t>(j)] = dot * scale;
@@ -51,13 +68,16 @@ struct fixture {
     double sum = 0;
     for (double& e : s) sum += (e = std::exp(e - mx));
     for (int32_t j = 0; j <= pos; ++j) {
-      const float* vj = kv.v(l, table[static_cast<size_t>(j / bs)], j % bs) + kvh * hd;
+      const std::vector<float> vr = row(l, j, true);
+      const float* vj = vr.data() + kvh * hd;
       const double p = f16 ? fp16(s[static_cast<size_t>(j)] / sum) : s[static_cast<size_t>(j)] / sum;
       for (int32_t e = 0; e < hd; ++e) out[static_cast<size_t>(e)] += p * vj[e];
     }
     return out;
   }
 };
+
+const char* name(kv_storage s) { return s == kv_storage::f16 ? "f16" : "f32"; }
 
 } // namespace
 
@@ -69,43 +89,174 @@ BOOST_AUTO_TEST_CASE(attend_matches_scalar_reference) {
   for (int32_t bs : {16, 5})
     for (int32_t hd : {64, 6, 24, 130})
       for (int32_t pos : {0, 1, 4, 15, 16, 77})
-        for (bool f16 : {false, true}) {
-          fixture fx(bs, hd, pos + 1, rng);
-          const int32_t n_q = 3, l = 1, kvh = 1;
-          const float scale = 3.0f / std::sqrt(static_cast<float>(hd));  // peaky enough to matter
-          std::vector<float> q(static_cast<size_t>(n_q * hd)), out(q.size(), NAN);
-          for (float& x : q) x = g(rng);
-          std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
-          fx.kv.attend(l, fx.table.data(), pos, kvh, n_q, q.data(), scale, out.data(), scores.data(), f16);
-          // fp16 probabilities can round the other way than the double reference's: one fp16 ulp.
-          const double tol = f16 ? 2e-3 : 2e-5;
-          for (int32_t i = 0; i < n_q; ++i) {
-            const auto ref = fx.reference(l, pos, kvh, &q[static_cast<size_t>(i * hd)], scale, f16);
-            double err = 0;
-            for (int32_t e = 0; e < hd; ++e)
-              err = std::max(err, std::abs(out[static_cast<size_t>(i * hd + e)] - ref[static_cast<size_t>(e)]));
-            BOOST_TEST(err < tol, "bs " << bs << " hd " << hd << " pos " << pos << " f16 " << f16 << " head " << i
-                                        << " max abs error " << err);
+        for (bool f16 : {false, true})
+          for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+            fixture fx(bs, hd, pos + 1, rng, st);
+            const int32_t n_q = 3, l = 1, kvh = 1;
+            const float scale = 3.0f / std::sqrt(static_cast<float>(hd));  // peaky enough to matter
+            std::vector<float> q(static_cast<size_t>(n_q * hd)), out(q.size(), NAN);
+            for (float& x : q) x = g(rng);
+            std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
+            fx.kv.attend(l, fx.table.data(), pos, kvh, n_q, q.data(), scale, out.data(), scores.data(), f16);
+            // fp16 probabilities can round the other way than the double reference's: one fp16 ulp.
+            const double tol = f16 ? 2e-3 : 2e-5;
+            for (int32_t i = 0; i < n_q; ++i) {
+              const auto ref = fx.reference(l, pos, kvh, &q[static_cast<size_t>(i * hd)], scale, f16);
+              double err = 0;
+              for (int32_t e = 0; e < hd; ++e)
+                err = std::max(err, std::abs(out[static_cast<size_t>(i * hd + e)] - ref[static_cast<size_t>(e)]));
+              BOOST_TEST(err < tol, name(st) << " bs " << bs << " hd " << hd << " pos " << pos << " f16 " << f16
+                                             << " head " << i << " max abs error " << err);
+            }
           }
-        }
 }
 
 BOOST_AUTO_TEST_CASE(a_head_gives_the_same_bits_alone_or_grouped) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (int32_t n_q : {3, 20})  // 20 heads of 64 exceed one call's 16 and are split
-    for (bool f16 : {false, true}) {
-      const int32_t hd = 64, bs = 16, pos = 40;
-      fixture fx(bs, hd, pos + 1, rng);
-      std::vector<float> q(static_cast<size_t>(n_q * hd)), grouped(q.size()), alone(q.size());
-      for (float& x : q) x = g(rng);
-      std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
-      fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), scores.data(), f16);
-      for (int32_t i = 0; i < n_q; ++i)
-        fx.kv.attend(0, fx.table.data(), pos, 0, 1, &q[static_cast<size_t>(i * hd)], 0.125f,
-                     &alone[static_cast<size_t>(i * hd)], scores.data(), f16);
-      BOOST_TEST(grouped == alone);
+    for (bool f16 : {false, true})
+      for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+        const int32_t hd = 64, bs = 16, pos = 40;
+        fixture fx(bs, hd, pos + 1, rng, st);
+        std::vector<float> q(static_cast<size_t>(n_q * hd)), grouped(q.size()), alone(q.size());
+        for (float& x : q) x = g(rng);
+        std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
+        fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), scores.data(), f16);
+        for (int32_t i = 0; i < n_q; ++i)
+          fx.kv.attend(0, fx.table.data(), pos, 0, 1, &q[static_cast<size_t>(i * hd)], 0.125f,
+                       &alone[static_cast<size_t>(i * hd)], scores.data(), f16);
+        BOOST_TEST(grouped == alone, name(st) << " n_q " << n_q << " f16 " << f16);
+      }
+}
+
+// The same fp16 values in both storages: every attend result bit for bit the same, for head sizes
+// of 64, 128 and 80 (no 64-wide PV chunk tail), block sizes 1, 16 and 32, 1 to 8 heads.
+BOOST_AUTO_TEST_CASE(f16_storage_attends_like_f32_storage_of_the_same_values) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int32_t hd : {64, 128, 80})
+    for (int32_t bs : {1, 16, 32}) {
+      const int32_t positions = 1100;
+      std::mt19937 fill_rng = rng;  // the same values and table in both
+      fixture a(bs, hd, positions, fill_rng, kv_storage::f32);
+      fill_rng = rng;
+      fixture b(bs, hd, positions, fill_rng, kv_storage::f16);
+      rng = fill_rng;
+      BOOST_REQUIRE(a.table == b.table);
+      for (int32_t pos : {0, 3, 31, 32, 33, 130, 517, 1099})
+        for (int32_t n_q = 1; n_q <= 8; ++n_q)
+          for (bool f16 : {false, true}) {
+            const int32_t l = (pos + n_q) % 2, kvh = n_q % 2;
+            std::vector<float> q(static_cast<size_t>(n_q * hd)), out_a(q.size(), NAN), out_b(q.size(), NAN);
+            for (float& x : q) x = g(rng);
+            std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
+            const float scale = 2.0f / std::sqrt(static_cast<float>(hd));
+            a.kv.attend(l, a.table.data(), pos, kvh, n_q, q.data(), scale, out_a.data(), scores.data(), f16);
+            b.kv.attend(l, b.table.data(), pos, kvh, n_q, q.data(), scale, out_b.data(), scores.data(), f16);
+            BOOST_TEST(std::memcmp(out_a.data(), out_b.data(), sizeof(float) * out_a.size()) == 0,
+                       "hd " << hd << " bs " << bs << " pos " << pos << " n_q " << n_q << " f16 " << f16);
+          }
     }
+}
+
+BOOST_AUTO_TEST_CASE(store_load_round_trip) {
+  // Rows of 2 * 7 = 14 values: an 8-wide F16C step and a scalar tail.
+  const int32_t n_kv = 2, hd = 7, row = n_kv * hd;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float sub = std::ldexp(1.0f, -24);  // the smallest fp16 subnormal
+  // (input, its fp16 value): ties go to even.
+  const std::vector<std::pair<float, float>> cases = {
+      {1.0f + std::ldexp(1.0f, -11), 1.0f},                                         // tie, down to even
+      {1.0f + 3 * std::ldexp(1.0f, -11), 1.0f + std::ldexp(1.0f, -9)},             // tie, up to even
+      {1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20), 1.0f + std::ldexp(1.0f, -10)},  // above the tie
+      {-2.5f, -2.5f},
+      {65504.0f, 65504.0f},
+      {65519.0f, 65504.0f},
+      {65520.0f, inf},  // a tie; even is inf
+      {1e6f, inf},
+      {-inf, -inf},
+      {1.5f * sub, 2 * sub},  // subnormal tie, up to even
+      {2.5f * sub, 2 * sub},  // down to even
+      {0.5f * sub, 0.0f},     // tie with 0
+      {0.75f * sub, sub},
+      {0.1f, fp16_to_fp32(fp32_to_fp16(0.1f))},
+  };
+  BOOST_REQUIRE(static_cast<int32_t>(cases.size()) == row);
+  std::vector<float> k(row), v(row), want_k(row), want_v(row);
+  for (int32_t e = 0; e < row; ++e) {
+    k[e] = cases[e].first;
+    want_k[e] = cases[e].second;
+    v[e] = -cases[row - 1 - e].first;  // the other way round, so each value is in a vector and a tail lane
+    want_v[e] = -cases[row - 1 - e].second;
+  }
+  for (kv_storage st : {kv_storage::f16, kv_storage::f32}) {
+    paged_kv kv(3, 4, 5, n_kv, hd, st);
+    BOOST_TEST((kv.storage() == st));
+    kv.store(2, 3, 4, k.data(), v.data());  // the very last slot of the pool
+    kv.store(1, 2, 0, k.data(), v.data());
+    std::vector<float> gk(row, NAN), gv(row, NAN);
+    for (auto [l, b, s] : {std::tuple{2, 3, 4}, std::tuple{1, 2, 0}}) {
+      kv.load(l, b, s, gk.data(), gv.data());
+      const std::vector<float>& ek = st == kv_storage::f16 ? want_k : k;
+      const std::vector<float>& ev = st == kv_storage::f16 ? want_v : v;
+      BOOST_TEST(std::memcmp(gk.data(), ek.data(), sizeof(float) * row) == 0, name(st));
+      BOOST_TEST(std::memcmp(gv.data(), ev.data(), sizeof(float) * row) == 0, name(st));
+    }
+    // Neighbours are untouched (zero from construction).
+    for (auto [l, b, s] : {std::tuple{2, 3, 3}, std::tuple{1, 1, 4}, std::tuple{1, 2, 1}, std::tuple{0, 2, 0}}) {
+      kv.load(l, b, s, gk.data(), gv.data());
+      BOOST_TEST(std::all_of(gk.begin(), gk.end(), [](float x) { return x == 0.0f; }), name(st));
+      BOOST_TEST(std::all_of(gv.begin(), gv.end(), [](float x) { return x == 0.0f; }), name(st));
+    }
+  }
+  // Random values: f16 storage gives exactly fp32_to_fp16's rounding, f32 storage the bits.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 100.0f);
+  paged_kv h(1, 2, 3, n_kv, hd, kv_storage::f16), f(1, 2, 3, n_kv, hd, kv_storage::f32);
+  for (int it = 0; it < 200; ++it) {
+    for (int32_t e = 0; e < row; ++e) {
+      k[e] = g(rng) * std::ldexp(1.0f, it % 40 - 20);
+      v[e] = g(rng);
+    }
+    h.store(0, 1, 2, k.data(), v.data());
+    f.store(0, 1, 2, k.data(), v.data());
+    std::vector<float> hk(row), hv(row), fk(row), fv(row);
+    h.load(0, 1, 2, hk.data(), hv.data());
+    f.load(0, 1, 2, fk.data(), fv.data());
+    for (int32_t e = 0; e < row; ++e) {
+      BOOST_TEST(hk[e] == fp16_to_fp32(fp32_to_fp16(k[e])));
+      BOOST_TEST(hv[e] == fp16_to_fp32(fp32_to_fp16(v[e])));
+    }
+    BOOST_TEST(fk == k);
+    BOOST_TEST(fv == v);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(block_bytes_and_pool_memory) {
+  // 2 (K and V) * layers * block_size * n_head_kv * head_dim * value size
+  BOOST_TEST(paged_kv::block_bytes(32, 16, 8, 128, kv_storage::f16) == int64_t{2} * 32 * 16 * 8 * 128 * 2);
+  BOOST_TEST(paged_kv::block_bytes(32, 16, 8, 128, kv_storage::f32) == int64_t{2} * 32 * 16 * 8 * 128 * 4);
+  BOOST_TEST(paged_kv::block_bytes(1, 1, 1, 6, kv_storage::f16) == 24);
+  // What the pool allocates: block_bytes per block, so the f16 pool is half the f32 one.
+  const int32_t layers = 4, blocks = 64, bs = 16, n_kv = 2, hd = 64;
+  int64_t held[2] = {0, 0};
+  for (kv_storage st : {kv_storage::f16, kv_storage::f32}) {
+    const size_t before = mallinfo2().hblkhd + mallinfo2().uordblks;
+    {
+      paged_kv kv(layers, blocks, bs, n_kv, hd, st);
+      held[st == kv_storage::f32] = static_cast<int64_t>(mallinfo2().hblkhd + mallinfo2().uordblks - before);
+    }
+  }
+  if (held[1] == 0) {  // a sanitizer's allocator: glibc's counters see nothing
+    BOOST_TEST_MESSAGE("mallinfo2 does not see this allocator; pool size not measured");
+    return;
+  }
+  const int64_t want = blocks * paged_kv::block_bytes(layers, bs, n_kv, hd, kv_storage::f16);
+  BOOST_TEST(held[0] >= want);
+  BOOST_TEST(held[0] < want + 2 * 8192);  // two mmap'd vectors, each rounded up to pages
+  BOOST_TEST(held[1] >= 2 * want);
+  BOOST_TEST(held[1] < 2 * want + 2 * 8192);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

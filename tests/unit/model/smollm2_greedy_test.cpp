@@ -27,6 +27,7 @@ BOOST_AUTO_TEST_CASE(continuations_equal_llama_cpp) {
   auto tok = tokenizer::from_gguf(f);
   cpu_executor_options o;
   o.num_kv_blocks = 64;
+  o.math = cpu_math::exact;  // llama.cpp's goldens come from f32 weights and f32 activations
   cpu_executor ex(f, o);
   int32_t exact = 0, excused = 0, native_agree = 0, native_total = 0;
   for (const auto& c : golden["cases"]) {
@@ -64,6 +65,41 @@ BOOST_AUTO_TEST_CASE(continuations_equal_llama_cpp) {
   BOOST_TEST_MESSAGE(native_agree << " of " << native_total << " greedy tokens also equal llama.cpp's native Q8-activation run "
                                   << "(compared up to its first divergence per prompt)");
   BOOST_TEST(exact + excused == static_cast<int32_t>(golden["cases"].size()));
+}
+
+// The fast numerics (8-bit activations, as llama.cpp's native Q4_1 path) against llama.cpp's
+// native run: tokens agree up to where llama.cpp's own top-2 margin is a near-tie. Both sides round
+// activations to 8 bits but not identically (per-block scales in another order, different sums),
+// so a divergence is excused only at a native margin below 0.5 (measured: see the log line).
+BOOST_AUTO_TEST_CASE(fast_math_follows_llama_cpp_native_run) {
+  std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/smollm2_greedy.json");
+  BOOST_REQUIRE(in);
+  const auto golden = nlohmann::json::parse(in);
+  auto f = gguf_file::open(testing::smollm2_path());
+  cpu_executor_options o;
+  o.num_kv_blocks = 64;
+  cpu_executor ex(f, o);
+  BOOST_REQUIRE(o.math == cpu_math::fast);
+  int32_t agree = 0, total = 0, whole = 0;
+  for (const auto& c : golden["cases"]) {
+    BOOST_TEST_CONTEXT("prompt " << c["name"].get<std::string>()) {
+      const auto native = c["native_tokens"].get<std::vector<token_id>>();
+      const auto margins = c["native_margins"].get<std::vector<double>>();
+      std::vector<driven_seq> seqs(1);
+      seqs[0].prompt = c["prompt_ids"].get<std::vector<token_id>>();
+      seqs[0].max_new = static_cast<int32_t>(native.size());
+      run_greedy(ex, seqs, 64);
+      size_t n = 0;
+      while (n < native.size() && seqs[0].out[n] == native[n]) ++n;
+      agree += static_cast<int32_t>(n);
+      total += static_cast<int32_t>(native.size());
+      whole += n == native.size();
+      if (n < native.size())
+        BOOST_TEST(margins[n] < 0.5, "diverges from llama.cpp's native run at token " << n << " where its margin is " << margins[n]);
+    }
+  }
+  BOOST_TEST_MESSAGE("fast math: " << agree << " of " << total << " tokens equal llama.cpp's native run up to the first divergence; "
+                                   << whole << " of 10 prompts equal throughout");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
