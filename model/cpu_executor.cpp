@@ -20,6 +20,16 @@ namespace {
 
 std::string mib(int64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
 
+/// fn(t) for every token t < T: over the pool in long steps (each token's work is its own, so
+/// the results do not depend on the split), inline in short ones where a hand-out costs more.
+template <class F> void per_token(spinning_pool& pool, int32_t T, const F& fn) {
+  if (T < 8 || pool.size() == 1) {
+    for (int32_t t = 0; t < T; ++t) fn(t);
+    return;
+  }
+  pool.parallel_for(T, [&](int64_t t, int32_t) { fn(static_cast<int32_t>(t)); });
+}
+
 } // namespace
 
 cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
@@ -89,7 +99,7 @@ step_result cpu_executor::step(const step_plan& plan) {
   flatten(plan);
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, half = cfg_.n_rot / 2;
   x_.resize(static_cast<size_t>(T) * d);
-  for (int32_t t = 0; t < T; ++t) w_.embed(tok_[t], &x_[static_cast<size_t>(t) * d]);
+  per_token(pool_, T, [&](int32_t t) { w_.embed(tok_[t], &x_[static_cast<size_t>(t) * d]); });
   rope_cos_.resize(static_cast<size_t>(T) * half);
   rope_sin_.resize(static_cast<size_t>(T) * half);
   const float* ff = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
@@ -134,13 +144,14 @@ void cpu_executor::attention_block(int32_t l) {
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, hd = cfg_.head_dim;
   const int32_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd, width = nq + 2 * nkv, half = cfg_.n_rot / 2;
   h_.resize(static_cast<size_t>(T) * d);
-  for (int32_t t = 0; t < T; ++t)
+  per_token(pool_, T, [&](int32_t t) {
     rms_norm(&x_[static_cast<size_t>(t) * d], L.attn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
+  });
   qkv_.resize(static_cast<size_t>(T) * width);
   project(h_.data(), L.wqkv, qkv_.data(), T, false);
 
   const int32_t bs = info_.block_size;
-  for (int32_t t = 0; t < T; ++t) {
+  per_token(pool_, T, [&](int32_t t) {  // distinct (block, slot) per token: no two write one row
     float* q = &qkv_[static_cast<size_t>(t) * width];
     const float* c = &rope_cos_[static_cast<size_t>(t) * half];
     const float* s = &rope_sin_[static_cast<size_t>(t) * half];
@@ -148,7 +159,7 @@ void cpu_executor::attention_block(int32_t l) {
     rope_apply(q + nq, cfg_.n_head_kv, hd, cfg_.n_rot, c, s);
     const block_id b = table_[t][pos_[t] / bs];
     kv_->store(l, b, pos_[t] % bs, q + nq, q + nq + nkv);  // fp16-rounded when match_llama_cpp
-  }
+  });
 
   // Every token's keys are in the cache now, so attention of token t over 0..pos[t] is causal.
   const int32_t max_pos = *std::max_element(pos_.begin(), pos_.end());
@@ -173,15 +184,16 @@ void cpu_executor::attention_block(int32_t l) {
 void cpu_executor::ffn_block(int32_t l) {
   const layer_weights& L = w_.layers[static_cast<size_t>(l)];
   const int32_t T = static_cast<int32_t>(tok_.size()), d = cfg_.n_embd, ff = cfg_.n_ff;
-  for (int32_t t = 0; t < T; ++t)
+  per_token(pool_, T, [&](int32_t t) {
     rms_norm(&x_[static_cast<size_t>(t) * d], L.ffn_norm.data(), &h_[static_cast<size_t>(t) * d], d, cfg_.rms_eps);
+  });
   gu_.resize(static_cast<size_t>(T) * 2 * ff);
   project(h_.data(), L.gate_up, gu_.data(), T, false);
   act_.resize(static_cast<size_t>(T) * ff);
-  for (int32_t t = 0; t < T; ++t) {
+  per_token(pool_, T, [&](int32_t t) {
     const float* g = &gu_[static_cast<size_t>(t) * 2 * ff];
     silu_mul(g, g + ff, &act_[static_cast<size_t>(t) * ff], ff);
-  }
+  });
   project(act_.data(), L.down, x_.data(), T, true);  // x += act · Wdown^T
 }
 
