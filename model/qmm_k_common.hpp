@@ -14,6 +14,7 @@
 
 #include "model/dequant.hpp"
 #include "model/ggml_type.hpp"
+#include "model/qmm.hpp"
 
 namespace conveyor::model::kq {
 
@@ -99,3 +100,18 @@ inline void build_meta(const uint8_t* act, size_t stride, int32_t t0, int32_t nt
 }
 
 } // namespace conveyor::model::kq
+
+namespace conveyor::model {
+
+namespace kq {
+/// Steps of at most this many tokens take the small-step kernel (qmm_k_avx2_small.cpp, used by
+/// both SIMD ISAs): 8 weight rows per tile, the float step vectorised across the rows.
+inline constexpr int32_t small_m = 4;
+} // namespace kq
+
+#if defined(__x86_64__) || defined(__i386__)
+/// Small steps (1 <= m <= kq::small_m) of qmm_kquant_avx2 / qmm_kquant_avx512: the same bits.
+void qmm_kquant_avx2_small(const qmm_job& j);
+#endif
+
+} // namespace conveyor::model

@@ -2,13 +2,15 @@
 // quantizer (ggml's rounding, determinism, zero/inf/NaN rows), accuracy against a double
 // reference over dequantize_row() and the dequantized activations, a stated bound against f32
 // activations, ISA agreement, bitwise batch invariance (m, row offset, tile), accumulate / ldc,
-// k up to 14336, unaligned weight rows, m up to 512.
+// k up to 14336, unaligned weight rows, m up to 512, and the small-step kernel (m <= 4: 8-row
+// tiles) inside bigger runs at row offsets and counts that are not multiples of its tile.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "model/dequant.hpp"
@@ -276,6 +278,60 @@ BOOST_AUTO_TEST_CASE(accumulate_ldc_unaligned_rows_and_large_m) {
           }
       }
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(small_steps_are_batch_invariant_and_match_scalar) {
+  // m = 1..5 (the 8-row small-step kernel up to kq::small_m, the token tiles above), taken from
+  // inside a bigger run; row ranges whose offset and length are not multiples of the 8-row tile;
+  // k = 768 and 4096, accumulate and a padded activation stride.
+  std::mt19937 rng(7);
+  for (ggml_type t : kTypes)
+    for (int32_t k : {768, 4096}) {
+      const int32_t rows = 29, big = 13;
+      const kmat w = random_weights(t, rows, k, rng);
+      const std::vector<uint8_t> act = quantize_acts(random_floats(static_cast<size_t>(big) * k, rng), big, k, 5);
+      const size_t rb = act.size() / big;
+      const std::vector<float> ref = run_all(cpu_isa::scalar, w, act, big);
+      for (cpu_isa isa : isas()) {
+        BOOST_TEST_CONTEXT(type_name(t) << " " << cpu_isa_name(isa) << " k=" << k) {
+          const std::vector<float> whole = run_all(isa, w, act, big);
+          for (size_t i = 0; i < whole.size(); ++i) BOOST_TEST(same_bits(whole[i], ref[i]));
+          for (int32_t m = 1; m <= 5; ++m)
+            for (int32_t t0 : {0, 3, big - m}) {
+              const std::vector<uint8_t> sub(act.begin() + static_cast<long>(rb * t0), act.begin() + static_cast<long>(rb * (t0 + m)));
+              for (auto [row0, n] : {std::pair{0, rows}, std::pair{3, 8}, std::pair{5, 19}, std::pair{27, 2}, std::pair{9, 1}}) {
+                std::vector<float> c(static_cast<size_t>(m) * rows, -3.0f);
+                run(isa, w, w.raw.data(), row0, n, sub, rb, m, c.data(), rows);
+                std::vector<float> acc(c.size(), 0.5f);
+                run(isa, w, w.raw.data(), row0, n, sub, rb, m, acc.data(), rows, true);
+                for (int32_t tk = 0; tk < m; ++tk)
+                  for (int32_t r = 0; r < rows; ++r) {
+                    const size_t i = static_cast<size_t>(tk) * rows + r;
+                    const float want = ref[static_cast<size_t>(t0 + tk) * rows + r];
+                    const bool in = r >= row0 && r < row0 + n;
+                    BOOST_TEST(same_bits(c[i], in ? want : -3.0f), "m=" << m << " t0=" << t0 << " rows " << row0 << "+" << n
+                                                                         << " r=" << r << " t=" << tk);
+                    BOOST_TEST(same_bits(acc[i], in ? 0.5f + want : 0.5f));
+                  }
+              }
+            }
+        }
+      }
+    }
+  // Long rows (Llama-3-8B's k = 14336): m = 1..4 against scalar, bit for bit.
+  for (ggml_type t : kTypes) {
+    const int32_t k = 14336, rows = 11;
+    const kmat w = random_weights(t, rows, k, rng);
+    const std::vector<uint8_t> act = quantize_acts(random_floats(static_cast<size_t>(4) * k, rng), 4, k);
+    const std::vector<float> ref = run_all(cpu_isa::scalar, w, act, 4);
+    for (cpu_isa isa : isas())
+      for (int32_t m = 1; m <= 4; ++m) {
+        const std::vector<uint8_t> sub(act.begin(), act.begin() + static_cast<long>(act.size() / 4 * m));
+        const std::vector<float> c = run_all(isa, w, sub, m);
+        for (size_t i = 0; i < c.size(); ++i)
+          BOOST_TEST(same_bits(c[i], ref[i]), type_name(t) << " " << cpu_isa_name(isa) << " k=14336 m=" << m << " i=" << i);
+      }
   }
 }
 

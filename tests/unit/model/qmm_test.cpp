@@ -119,7 +119,7 @@ struct problem {
 
 std::vector<int32_t> ks_for(ggml_type t) {
   if (is_float_type(t)) return {8, 37, 32, 64, 576, 1536, 4096};
-  return {32, 64, 576, 1536, 4096};
+  return {32, 64, 224, 480, 576, 1536, 4096};  // nb = 7 and 15: every block-group remainder (4, 2, 1)
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -246,19 +246,20 @@ BOOST_AUTO_TEST_CASE(q8_activation_error_bound_against_f32) {
   }
 }
 
-// c[t][r] depends only on weight row r and activation row t: m = 1, 37 and 133 (every tile
-// remainder) and row chunks at offsets that match no tile give the same bits.
+// c[t][r] depends only on weight row r and activation row t: m = 1, 2, 3, 5, 37 and 133 (every
+// tile remainder, token chunks of 64 and 128) and row chunks at offsets that match no tile (rows
+// tiles of 4 and 8) give the same bits. k = 480 and 224 (nb = 15, 7) cover every block group.
 BOOST_AUTO_TEST_CASE(batch_invariant_bitwise) {
   for (ggml_type t : kTypes)
-    for (int32_t k : {64, 576}) {
+    for (int32_t k : {64, 224, 480, 576}) {
       const int32_t k_used = is_float_type(t) && k == 64 ? 61 : k;
       const problem p(t, 23, k_used, 133, 5);
       for (cpu_isa isa : isas()) {
         BOOST_TEST_CONTEXT(type_name(t) << " k=" << k_used << " " << cpu_isa_name(isa)) {
           const std::vector<float> full = p.run(isa);
           size_t mismatches = 0;
-          for (int32_t m : {1, 37}) {
-            for (int32_t t0 = 0; t0 + m <= p.m; t0 += (m == 1 ? 13 : 50)) {
+          for (int32_t m : {1, 2, 3, 5, 37}) {
+            for (int32_t t0 = 0; t0 + m <= p.m; t0 += (m <= 5 ? 13 + m : 50)) {
               std::vector<float> c(static_cast<size_t>(m) * p.rows);
               qmm_job j = p.job(c.data(), p.rows);
               j.act = p.act.data() + p.stride * t0;
@@ -267,17 +268,19 @@ BOOST_AUTO_TEST_CASE(batch_invariant_bitwise) {
               for (size_t e = 0; e < c.size(); ++e) mismatches += !same_bits(c[e], full[t0 * p.rows + e]);
             }
           }
-          const int32_t cuts[][4] = {{0, 5, 17, 23}, {0, 1, 2, 23}, {0, 3, 11, 23}, {0, 9, 22, 23}};
-          for (const auto& cut : cuts) {
-            std::vector<float> c(full.size(), 0.0f);
-            for (int part = 0; part < 3; ++part) {
-              qmm_job j = p.job(c.data() + cut[part], p.rows);
-              j.w = p.w.data() + j.w_row_bytes * cut[part];
-              j.n_rows = cut[part + 1] - cut[part];
-              qmm_run(isa, j);
+          const int32_t cuts[][4] = {{0, 5, 17, 23}, {0, 1, 2, 23}, {0, 3, 11, 23}, {0, 9, 22, 23}, {0, 6, 13, 23}};
+          for (int32_t m : {p.m, 1})  // m == 1 takes its own tiles
+            for (const auto& cut : cuts) {
+              std::vector<float> c(static_cast<size_t>(m) * p.rows, 0.0f);
+              for (int part = 0; part < 3; ++part) {
+                qmm_job j = p.job(c.data() + cut[part], p.rows);
+                j.w = p.w.data() + j.w_row_bytes * cut[part];
+                j.n_rows = cut[part + 1] - cut[part];
+                j.m = m;
+                qmm_run(isa, j);
+              }
+              for (size_t e = 0; e < c.size(); ++e) mismatches += !same_bits(c[e], full[e]);
             }
-            for (size_t e = 0; e < c.size(); ++e) mismatches += !same_bits(c[e], full[e]);
-          }
           BOOST_TEST(mismatches == 0u);
         }
       }
