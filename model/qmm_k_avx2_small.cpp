@@ -1,11 +1,12 @@
 // AVX2 K-quant qmm for small steps (m <= kq::small_m tokens, the decode of a few sequences);
-// qmm_kquant_avx512 uses it too. A tile is 8 weight rows x the m tokens. Pass 1 reads the rows
-// one after the other (one sequential stream of the weights as mapped, no repacked copy) and
-// reduces each (row, token, block) to exact int32 sums: isum (maddubs, madd by the sub-block
-// scale) and, for Q4_K/Q5_K, msum (one madd of the 8 mins with the token's 8 bsums pairs, built
-// once per call). Pass 2 transposes the 8 rows' sums (hadd) so that kq_step() runs lane-wise
-// with lanes = rows, blocks in order: per (row, token) the same float operations as
-// qmm_kquant_scalar, hence the same bits whatever the tile, m or row offset (batch invariance).
+// qmm_kquant_avx512 uses it for m = 1 (and m = 2 of Q4_K/Q5_K). A tile is 8 weight rows x the
+// m tokens. Pass 1 reads the rows one after the other (one sequential stream of the weights as
+// mapped, no repacked copy) and reduces each (row, token, block) to exact int32 sums: isum
+// (maddubs, madd by the sub-block scale) and, for Q4_K/Q5_K, msum (one madd of the 8 mins with
+// the token's 8 bsums pairs, built once per call). Pass 2 transposes the 8 rows' sums (hadd) so
+// that kq_step() runs lane-wise with lanes = rows, blocks in order: per (row, token) the same
+// float operations as qmm_kquant_scalar, hence the same bits whatever the tile, m or row offset
+// (batch invariance).
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>

@@ -206,9 +206,9 @@ CV_AVX512 void tile(const qmm_job& j, int32_t r0, int32_t r1, int32_t t0, const 
 }
 
 template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
-  // Small steps: the AVX2 8-row kernel (for one token the per-block permutes here cost more
-  // than they save; same bits either way).
-  if (j.m <= kq::small_m) return qmm_kquant_avx2_small(j);
+  // One token (two for Q4_K/Q5_K): the AVX2 8-row kernel, faster there than these tiles whose
+  // per-block permutes are shared by too few tokens (measured; same bits either way).
+  if (j.m == 1 || (j.m == 2 && T != ggml_type::q6_k)) return qmm_kquant_avx2_small(j);
   using tile_fn = void (*)(const qmm_job&, int32_t, int32_t, int32_t, const uint8_t*, const uint8_t*);
   static constexpr tile_fn tiles[8] = {tile<T, 1>, tile<T, 2>, tile<T, 3>, tile<T, 4>,
                                        tile<T, 5>, tile<T, 6>, tile<T, 7>, tile<T, 8>};

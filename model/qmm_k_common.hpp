@@ -104,8 +104,9 @@ inline void build_meta(const uint8_t* act, size_t stride, int32_t t0, int32_t nt
 namespace conveyor::model {
 
 namespace kq {
-/// Steps of at most this many tokens take the small-step kernel (qmm_k_avx2_small.cpp, used by
-/// both SIMD ISAs): 8 weight rows per tile, the float step vectorised across the rows.
+/// AVX2 steps of at most this many tokens take the small-step kernel (qmm_k_avx2_small.cpp; the
+/// AVX-512 kernel uses it for m = 1, and m = 2 of Q4_K/Q5_K): 8 weight rows per tile, the float
+/// step vectorised across the rows.
 inline constexpr int32_t small_m = 4;
 } // namespace kq
 
