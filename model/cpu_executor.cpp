@@ -126,16 +126,27 @@ step_result cpu_executor::step(const step_plan& plan) {
   logits_.resize(static_cast<size_t>(S) * V);
   if (S > 0) project(h_.data(), w_.lm_head, logits_.data(), S, false);
 
+  // Sampling is a pure function of (logits, params, seed, position): sequences in parallel, each
+  // thread with its own scratch, results in plan order.
+  std::vector<const scheduled_seq*> sampled;
+  for (const auto& s : plan.seqs)
+    if (s.sample) sampled.push_back(&s);
+  std::vector<sample_result> drawn(sampled.size());
+  scratch_.resize(static_cast<size_t>(pool_.size()));
+  const auto draw = [&](int64_t k, int32_t thread) {
+    const scheduled_seq& s = *sampled[static_cast<size_t>(k)];
+    std::span<const float> lg(&logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
+    const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch_[static_cast<size_t>(thread)]);
+  };
+  if (sampled.size() > 1) {
+    pool_.parallel_for(static_cast<int64_t>(sampled.size()), draw);
+  } else if (!sampled.empty()) {
+    draw(0, 0);
+  }
   step_result r;
   r.step_id = plan.step_id;
-  int32_t i = 0;
-  for (const auto& s : plan.seqs) {
-    if (!s.sample) continue;
-    std::span<const float> lg(&logits_[static_cast<size_t>(i++) * V], static_cast<size_t>(V));
-    const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-    const sample_result sr = sample_token(lg, s.sampling, position, scratch_);
-    r.sampled.push_back({s.id, sr.token, sr.logprob});
-  }
+  for (size_t k = 0; k < sampled.size(); ++k) r.sampled.push_back({sampled[k]->id, drawn[k].token, drawn[k].logprob});
   return r;
 }
 

@@ -87,7 +87,7 @@ private:
   std::vector<const block_id*> table_;  // per token: its sequence's block table
   std::vector<float> rope_cos_, rope_sin_;  // (T, n_rot/2)
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
-  sampler_scratch scratch_;
+  std::vector<sampler_scratch> scratch_;  // one per pool thread
 };
 
 } // namespace conveyor::model

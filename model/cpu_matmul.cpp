@@ -45,12 +45,18 @@ void cpu_matmul::run(spinning_pool& pool, const qmatrix& w, const float* a, int3
       formats[nf++] = f;
       act_[f].resize(act_row_bytes(static_cast<act_format>(f), k) * static_cast<size_t>(m));
     }
-  if (nf > 0) pool.parallel_for(int64_t{m} * nf, [&](int64_t i, int32_t) {
+  const auto quantize = [&](int64_t i) {
     const auto f = static_cast<act_format>(formats[i % nf]);
     const auto t = static_cast<int32_t>(i / nf);
     const size_t stride = act_row_bytes(f, k);
     quantize_act_row(isa_, f, a + static_cast<size_t>(t) * k, act_[static_cast<int>(f)].data() + stride * t, k);
-  });
+  };
+  // A few rows are quantized inline: a fork-join costs more than they do (decode steps).
+  if (int64_t{m} * nf < 8) {
+    for (int64_t i = 0; i < int64_t{m} * nf; ++i) quantize(i);
+  } else {
+    pool.parallel_for(int64_t{m} * nf, [&](int64_t i, int32_t) { quantize(i); });
+  }
   // Row chunks as qgemv's (about 16 per thread, at least 16 rows), times token groups.
   const int32_t per = (n + pool.size() * 16 - 1) / (pool.size() * 16);
   const int32_t chunk = std::max<int32_t>(16, (per + 15) / 16 * 16);
