@@ -102,6 +102,9 @@ BOOST_AUTO_TEST_CASE(non_finite_or_absurd_settings_are_refused_at_start_up) {
   expect_startup_error(eps + "--device null --gpu-memory-utilization nan", "gpu_memory_utilization", 5.0);
   expect_startup_error(eps + "--device null --max-num-seqs 0", "max_num_seqs", 5.0);
   expect_startup_error(eps + "--device cpu --kv-cache-bytes 100000000000000", "lower kv_cache_bytes", 20.0);
+  expect_startup_error(eps + "--device cpu --kv-cache-bytes -5", "kv_cache_bytes must be >= 0", 5.0);
+  expect_startup_error(eps + "--device cpu --threads -1", "threads must be in 0..1024", 5.0);
+  expect_startup_error(eps + "--device cpu --cpu-math fastest", "cpu_math must be fast or exact, not 'fastest'", 5.0);
 }
 
 // 256 MiB in one frame: ZeroMQ (ZMQ_MAXMSGSIZE = 2 x the 1 MiB limit) drops the connection
