@@ -33,7 +33,7 @@ template <class F> void per_token(spinning_pool& pool, int32_t T, const F& fn) {
 } // namespace
 
 cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
-    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::map(f, cfg_)), pool_(o.threads), mm_(o.math) {
+    : cfg_(llama_config::from_gguf(f)), w_(llama_weights::map(f, cfg_)), pool_(o.threads), mm_(o.math, cpu_isa_available(o.isa) ? o.isa : throw model_error(std::string("this CPU cannot run the ") + cpu_isa_name(o.isa) + " kernels")) {
   if (o.threads < 0) throw model_error("threads must be >= 0 (0: every core)");
   if (o.block_size <= 0 || o.block_size > 1024) throw model_error("block_size must be in 1..1024");
   match_llama_cpp_ = o.match_llama_cpp;

@@ -40,6 +40,9 @@ struct cpu_executor_options {
   /// backend does (integer dot products). exact: f32 activations times the exact f32 weight
   /// values (the parity tests' mode). Both batch-invariant.
   cpu_math math = cpu_math::fast;
+  /// The fast mode's kernels: the best this CPU runs (cpu_best_isa(), CONVEYOR_ISA caps it), or
+  /// a lower one (tests of the portable fallback). Throws model_error when the CPU lacks it.
+  cpu_isa isa = cpu_best_isa();
   /// Threads of the step (0: every core).
   int32_t threads = 0;
 };
