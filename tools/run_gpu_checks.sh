@@ -62,9 +62,10 @@ if [ "$MODE" = bundle ] || [ "$MODE" = build ]; then
   CONVEYOR=$ROOT/$BUILD/conveyor TESTS=$ROOT/$BUILD/tests/gpu_tests
   if [ "$MODE" = bundle ]; then
     stage=$(mktemp -d) && mkdir -p "$stage/bin" "$stage/lib"
-    cp "$CONVEYOR" "$TESTS" "$stage/bin/"
+    PLUGIN=$(dirname "$CONVEYOR")/libconveyor_cuda.so  # conveyor loads it beside itself for --device cuda
+    cp "$CONVEYOR" "$PLUGIN" "$TESTS" "$stage/bin/"
     # Every shared library but the C runtime, the C++ runtime and CUDA's own (the GPU machine has those).
-    ldd "$CONVEYOR" "$TESTS" | awk '/=> \//{print $3}' | sort -u |
+    ldd "$CONVEYOR" "$PLUGIN" "$TESTS" | awk '/=> \//{print $3}' | sort -u |
       grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt)\.so' |
       xargs -r -I{} cp -L {} "$stage/lib/"
     mkdir -p "$DIR" && tar -cJf "$DIR/bundle.tar.xz" -C "$stage" bin lib && rm -rf "$stage"
