@@ -1,6 +1,7 @@
 // spinning_pool: spin-then-block workers, and a caller that spins, then blocks, until every
 // worker has checked in.
 #include "model/qgemv_pool.hpp"
+#include "model/cpu_cores.hpp"
 
 #include <chrono>
 
@@ -14,7 +15,7 @@
 namespace conveyor::model {
 
 spinning_pool::spinning_pool(int32_t n_threads, int32_t spin_us) : spin_us_(spin_us) {
-  if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0) n_threads = usable_cores();
   for (int32_t t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { work(t); });
 }
 

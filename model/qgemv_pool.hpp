@@ -15,7 +15,7 @@ namespace conveyor::model {
 
 class spinning_pool {
 public:
-  /// `n_threads` workers in all, the caller included (0 = hardware_concurrency()); idle workers
+  /// `n_threads` workers in all, the caller included (0 = usable_cores(): affinity and cgroup quota); idle workers
   /// spin `spin_us` microseconds after their last item before they block.
   explicit spinning_pool(int32_t n_threads = 0, int32_t spin_us = 200);
   ~spinning_pool();

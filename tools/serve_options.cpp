@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "model/cpu_cores.hpp"
+
 namespace conveyor::tools {
 
 void serve_options::add_flags(CLI::App& cmd) {
@@ -146,7 +148,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   // One core is left to the threads that must answer at once (intakes, front, scheduler,
   // executor, publisher): with every core tokenizing a burst, a status waited for the OS
   // scheduler (docs/benchmarks.md "Front door").
-  r.worker_threads = worker_threads > 0 ? worker_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  r.worker_threads = worker_threads > 0 ? worker_threads : std::max(1, static_cast<int>(model::usable_cores()) - 1);
   r.metrics_port = metrics_port;
   r.metrics_host = metrics_host;
   r.trace_path = trace;

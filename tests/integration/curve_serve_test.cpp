@@ -31,6 +31,9 @@ struct curve_producer {
       }
     }
     dealer.set(zmq::sockopt::rcvtimeo, 1500);
+    // A refused CURVE handshake closes the connection; until the DEALER reconnects it has no
+    // peer, and a blocking send would wait for one forever.
+    dealer.set(zmq::sockopt::sndtimeo, 1500);
     sub.set(zmq::sockopt::rcvtimeo, 200);
     sub.set(zmq::sockopt::subscribe, "");  // everything: heartbeats and every job
     dealer.connect(rt.router_endpoint());
@@ -41,7 +44,7 @@ struct curve_producer {
   // The reply to `msg`, or nullopt when none came within the timeout.
   std::optional<json> request(const json& msg) {
     const auto bytes = json::to_msgpack(msg);
-    dealer.send(zmq::buffer(bytes), zmq::send_flags::none);
+    if (!dealer.send(zmq::buffer(bytes), zmq::send_flags::none)) return std::nullopt;
     zmq::message_t reply;
     if (!dealer.recv(reply)) return std::nullopt;
     return json::from_msgpack(std::string(static_cast<const char*>(reply.data()), reply.size()));

@@ -36,6 +36,7 @@ struct curve_router {
     zmq::socket_t d(ctx, zmq::socket_type::dealer);
     d.set(zmq::sockopt::linger, 0);
     d.set(zmq::sockopt::rcvtimeo, 700);
+    d.set(zmq::sockopt::sndtimeo, 700);
     if (keys) {
       d.set(zmq::sockopt::curve_serverkey, server_key);
       d.set(zmq::sockopt::curve_publickey, keys->public_key);
