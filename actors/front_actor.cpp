@@ -1,5 +1,6 @@
 #include "actors/front_actor.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "schemas/events.hpp"
@@ -119,7 +120,9 @@ void on_inbound(self_ptr self, inbound& in) {
   const transport::reply_to to = in.to;
   if (auto* e = std::get_if<schemas::decode_error>(&in.request)) return on_decode_error(self, to, *e);
   if (auto* s = std::get_if<schemas::submit_request>(&in.request)) {
-    spawn_request(self->system(), std::move(*s), in.arrival_s, to, ctx);
+    std::optional<resume_info> resume;
+    if (in.resume) resume = resume_info{std::move(in.resume->published), in.resume->next_seq, in.resume->arrival_unix, false};
+    spawn_request(self->system(), std::move(*s), in.arrival_s, to, ctx, std::move(resume));
     return;
   }
   if (to.fire_and_forget()) {  // PULL takes only submits
@@ -163,7 +166,13 @@ front_actor spawn_front(caf::actor_system& sys, const front_context& ctx, bool d
 }
 
 void front_door::deliver(transport::reply_to to, schemas::decode_result request) {
-  caf::anon_send(front_, f_inbound_atom::value, inbound{to, std::move(request), now_s()});
+  caf::anon_send(front_, f_inbound_atom::value, inbound{to, std::move(request), now_s(), std::nullopt});
+}
+
+void front_door::deliver_resumed(schemas::submit_request job, transport::resume_point at) {
+  // Its latencies count from the first replica's arrival.
+  const double arrival_s = now_s() - std::max(0.0, unix_now() - at.arrival_unix);
+  caf::anon_send(front_, f_inbound_atom::value, inbound{transport::reply_to{}, std::move(job), arrival_s, std::move(at)});
 }
 
 } // namespace conveyor::actors

@@ -20,6 +20,7 @@ class front_door final : public transport::request_sink {
 public:
   explicit front_door(front_actor front) : front_(std::move(front)) {}
   void deliver(transport::reply_to to, schemas::decode_result request) override;
+  void deliver_resumed(schemas::submit_request job, transport::resume_point at) override;
 
 private:
   front_actor front_;

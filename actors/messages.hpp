@@ -27,6 +27,7 @@ struct inbound {
   transport::reply_to to;
   schemas::decode_result request;
   double arrival_s = 0.0;
+  std::optional<transport::resume_point> resume;  ///< a job continued from another replica
 };
 
 /// request actor / front actor -> scheduler: a job to admit. `refused` carries what was found

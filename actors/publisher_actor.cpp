@@ -59,6 +59,7 @@ void prune(publisher_state& st, double now) {
 void send_logged(publisher_state& st, const std::string& job_id, schemas::wire_bytes event, bool terminal) {
   job_log& log = st.logs[job_id];
   st.pub->send(schemas::topic_for(job_id), as_view(event));
+  if (st.cfg.tap) st.cfg.tap(job_id, event, terminal);
   log.events.push_back(std::move(event));
   if (terminal && !log.complete) {
     log.complete = true;

@@ -12,6 +12,7 @@
 // disk. With the journal off, everything goes out at once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +36,8 @@ struct publisher_config {
   std::shared_ptr<journal::journal> journal;
   /// Events already published by jobs resumed after a restart (their logs continue from them).
   std::vector<std::pair<std::string, std::vector<schemas::wire_bytes>>> resumed_logs;
+  /// Called with every job event as it is sent (NATS: the events stream); may be empty.
+  std::function<void(const std::string& job_id, const schemas::wire_bytes& event, bool terminal)> tap;
 };
 
 /// Spawns the publisher; it takes over `pub` (bound by the caller so the endpoint is known

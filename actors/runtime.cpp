@@ -27,6 +27,9 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   pub_sock_ = std::make_shared<transport::pub_socket>(zmq_, o.pub_ep, o.curve);
   router_intake_ = std::make_unique<transport::router_intake>(zmq_, o.router_ep, o.limits, o.curve);
   pull_intake_ = std::make_unique<transport::pull_intake>(zmq_, o.pull_ep, o.limits, o.curve);
+  if (o.nats.enabled())
+    nats_intake_ = std::make_unique<transport::nats_intake>(std::make_shared<transport::nats_link>(o.nats), o.limits,
+                                                            o.sched.max_num_seqs, [this] { return live_requests_.load(); });
   pub_ = pub_sock_->endpoint();
   router_ = router_intake_->endpoint();
   pull_ = pull_intake_->endpoint();
@@ -49,6 +52,8 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   publisher_config pc = o.pub;
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
+  if (nats_intake_)
+    pc.tap = [n = nats_intake_.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) { n->on_event(id, ev, terminal); };
   publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
   pub_sock_.reset();  // the publisher's thread is its only user from here on
   const front_context ctx{&tok, *scheduler_, *publisher_, &metrics_, o.model_name, &draining_, &live_requests_, o.journal != nullptr};
@@ -65,6 +70,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   if (http_) http_->start();
   router_intake_->start(*door_);
   pull_intake_->start(*door_);
+  if (nats_intake_) nats_intake_->start(*door_);
 }
 
 std::optional<std::string> runtime::render_metrics() {
@@ -82,6 +88,7 @@ int runtime::shutdown(double timeout_s) {
   if (stopped_) return control_.wait();
   stopped_ = true;
   draining_ = true;
+  if (nats_intake_) nats_intake_->stop_fetching();  // no new jobs from the fleet's queue
   {
     caf::scoped_actor self{*sys_};
     self->request(*scheduler_, caf::infinite, s_drain_atom::value, timeout_s).receive([](bool) {}, [](caf::error&) {});
@@ -93,6 +100,7 @@ int runtime::shutdown(double timeout_s) {
   }
   router_intake_->stop();
   pull_intake_->stop();
+  if (nats_intake_) nats_intake_->stop();  // the last events stored, unfinished jobs handed back
   if (http_) http_->stop();  // its handler asks the scheduler: stop it while the actors live
   caf::anon_send_exit(*front_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*publisher_, caf::exit_reason::user_shutdown);

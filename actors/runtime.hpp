@@ -21,6 +21,7 @@
 #include "engine/executor.hpp"
 #include "transport/curve.hpp"
 #include "transport/metrics_http.hpp"
+#include "transport/nats_intake.hpp"
 #include "transport/zmq_intake.hpp"
 
 namespace conveyor::actors {
@@ -51,6 +52,9 @@ struct runtime_options {
   std::shared_ptr<journal::journal> journal;
   /// A job running in this many consecutive crashes ends with an error instead (0: never).
   int32_t poison_after = 2;
+  /// NATS JetStream: jobs from the shared consumer, every job's events to the events stream
+  /// (url empty: off). Connecting fails start-up with transport::nats_error.
+  transport::nats_config nats;
 };
 
 /// What the runtime found in the journal at start.
@@ -94,6 +98,7 @@ private:
   std::shared_ptr<transport::pub_socket> pub_sock_;  // bound here, then the publisher's alone
   std::unique_ptr<transport::router_intake> router_intake_;
   std::unique_ptr<transport::pull_intake> pull_intake_;
+  std::unique_ptr<transport::nats_intake> nats_intake_;  // NATS on: after the sockets, before the actors
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;

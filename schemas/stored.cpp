@@ -90,4 +90,39 @@ std::optional<event_summary> summarize_event(std::span<const uint8_t> event) {
   }
 }
 
+std::optional<reply_summary> summarize_reply(std::span<const uint8_t> reply) {
+  try {
+    const msgpack::unpack_limit limit(1u << 16, 64, 1u << 26, 1u << 26, 1u << 26, 8);
+    msgpack::object_handle h = msgpack::unpack(reinterpret_cast<const char*>(reply.data()), reply.size(), nullptr, nullptr, limit);
+    const msgpack::object& o = h.get();
+    const msgpack::object* ok = find(o, "ok");
+    if (!ok || ok->type != msgpack::type::BOOLEAN) return std::nullopt;
+    reply_summary r;
+    r.ok = ok->via.boolean;
+    if (r.ok) return r;
+    const msgpack::object* err = find(o, "error");
+    if (!err) return std::nullopt;
+    const msgpack::object* code = find(*err, "code");
+    const msgpack::object* message = find(*err, "message");
+    if (!code || code->type != msgpack::type::STR) return std::nullopt;
+    r.code.assign(code->via.str.ptr, code->via.str.size);
+    if (message && message->type == msgpack::type::STR) r.message.assign(message->via.str.ptr, message->via.str.size);
+    return r;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+wire_bytes encode_dead_letter(const std::string& job_id, error_code code, const std::string& message, uint64_t deliveries,
+                              std::span<const uint8_t> request) {
+  map_packer p;
+  p.map(4).kv("id", job_id);
+  p.str("error").map(2).kv("code", to_string(code)).kv("message", message);
+  p.kv("deliveries", deliveries);
+  p.str("request");
+  p.pk().pack_bin(static_cast<uint32_t>(request.size()));
+  p.pk().pack_bin_body(reinterpret_cast<const char*>(request.data()), static_cast<uint32_t>(request.size()));
+  return p.take();
+}
+
 } // namespace conveyor::schemas

@@ -31,4 +31,19 @@ struct event_summary {
 /// Reads one encoded job event; nullopt when it is not one (corrupt bytes).
 std::optional<event_summary> summarize_event(std::span<const uint8_t> event);
 
+/// What a reply says: ok, or the error's code and message (for intakes that act on refusals).
+struct reply_summary {
+  bool ok = false;
+  std::string code;  ///< error replies: the wire code ("overloaded", ...)
+  std::string message;
+};
+
+/// Reads one encoded reply; nullopt when it is not one.
+std::optional<reply_summary> summarize_reply(std::span<const uint8_t> reply);
+
+/// A dead letter: {"id":S,"error":{"code":S,"message":S},"deliveries":I,"request":bin} (the
+/// job's submit map as it arrived).
+wire_bytes encode_dead_letter(const std::string& job_id, error_code code, const std::string& message, uint64_t deliveries,
+                              std::span<const uint8_t> request);
+
 } // namespace conveyor::schemas

@@ -12,6 +12,7 @@
 #include "actors/runtime.hpp"
 #include "actors/trace_writer.hpp"
 #include "engine/null_executor.hpp"
+#include "engine/sim/sim_executor.hpp"
 #include "gpu/factory.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
@@ -19,6 +20,7 @@
 #include "tools/commands.hpp"
 #include "tools/serve_options.hpp"
 #include "transport/curve.hpp"
+#include "transport/nats_link.hpp"
 
 namespace conveyor::tools {
 namespace {
@@ -50,13 +52,20 @@ int run_serve(const serve_options& o) {
   if (!o.curve_secret_key.empty()) (void)transport::load_curve_server_config(o.curve_secret_key, o.authorized_keys);
   // A bad journal fails here too, before the model loads.
   std::shared_ptr<journal::journal> jr;
-  if (o.journal) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
+  // With NATS the fleet's jobs and events live in JetStream: a replica that restarts gets its
+  // unfinished jobs back as redeliveries, like any other replica, so no local journal.
+  if (o.journal && !o.nats.enabled()) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
   auto file = model::gguf_file::open(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::shared_ptr<executor> ex;
   std::string model_desc;
-  if (o.device == "null") {
+  if (o.device == "sim") {
+    // An H100 holds ~430k tokens of Llama-3-8B KV (bf16, 128 KiB each) at 0.9 utilization.
+    executor_info info{o.num_kv_blocks > 0 ? o.num_kv_blocks : 27000, o.block_size, tok.vocab_size(), 1 << 20, "sim"};
+    ex = std::make_shared<sim::sim_executor>(info, tok.vocab_size() > 1000 ? 1000 : 3, *sim::cost_model_preset(o.sim_cost_model));
+    model_desc = "tokenizer of " + file.path() + " (sim executor, " + o.sim_cost_model + " step times)";
+  } else if (o.device == "null") {
     executor_info info{o.num_kv_blocks > 0 ? o.num_kv_blocks : 4096, o.block_size, tok.vocab_size(), 1 << 20, "null"};
     ex = std::make_shared<null_executor>(info, tok.vocab_size() > 1000 ? 1000 : 3);
     model_desc = "tokenizer of " + file.path() + " (null executor)";
@@ -109,6 +118,10 @@ int run_serve(const serve_options& o) {
     const auto& r = rt.recovered();
     spdlog::info("conveyor serve: journal {} (sync {}, epoch {}): {} finished jobs remembered, {} resumed, {} ended as poison jobs",
                  jr->path(), o.journal_sync, jr->epoch(), r.finished, r.resumed, r.poisoned);
+  } else if (o.nats.enabled()) {
+    spdlog::info("conveyor serve: NATS {}: jobs from stream {} (consumer {}, subject {}), events to {}.<id>; no local journal: "
+                 "JetStream keeps the jobs (ZeroMQ submits to this replica are not journaled)",
+                 o.nats.url, o.nats.jobs_stream, o.nats.consumer, o.nats.jobs_subject, o.nats.events_prefix);
   } else {
     spdlog::warn("conveyor serve: journal off (--no-journal): a crash loses every accepted job that has not finished");
   }
@@ -167,6 +180,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const journal::journal_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const transport::nats_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const transport::curve_error& e) {

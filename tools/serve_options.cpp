@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "engine/sim/cost_model.hpp"
 #include "model/cpu_cores.hpp"
 
 namespace conveyor::tools {
@@ -16,8 +17,12 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
       ->check(CLI::ExistingFile);
   cmd.add_option("--model,-m", model, "Model name (smollm2) or GGUF path")->capture_default_str();
-  cmd.add_option("--device", device, "cpu, cuda, or null (fixed token, no arithmetic: measures the runtime itself)")
-      ->check(CLI::IsMember({"cpu", "cuda", "null"}))->capture_default_str();
+  cmd.add_option("--device", device,
+                 "cpu, cuda, null (fixed token, no arithmetic: measures the runtime itself), or sim (null, but each step "
+                 "takes as long as --sim-cost-model says: replicas on one machine behave like GPUs)")
+      ->check(CLI::IsMember({"cpu", "cuda", "null", "sim"}))->capture_default_str();
+  cmd.add_option("--sim-cost-model,--sim_cost_model", sim_cost_model, "sim: step cost parameters (cpu | h100-llama8b, an estimate)")
+      ->capture_default_str();
   cmd.add_option("--gpu-memory-utilization,--gpu_memory_utilization", gpu_memory_utilization,
                  "cuda: fraction of GPU memory for weights, activations and the KV pool")->capture_default_str();
   cmd.add_option("--router", router, "ROUTER endpoint (submit and control ops)")->capture_default_str();
@@ -58,6 +63,26 @@ void serve_options::add_flags(CLI::App& cmd) {
                  "CURVE: the server's NAME.key from `conveyor keygen` (encrypts ROUTER, PULL, PUB; needs --authorized-keys)");
   cmd.add_option("--authorized-keys,--authorized_keys", authorized_keys,
                  "CURVE: file of client public keys (NAME.pub lines) allowed to connect (needs --curve-secret-key)");
+  add_nats_flags(cmd);
+}
+
+void serve_options::add_nats_flags(CLI::App& cmd) {
+  auto& n = nats;
+  cmd.add_option("--nats", n.url, "NATS server(s) to take jobs from and store events in (nats://HOST:4222[,nats://...]); turns the journal off: JetStream keeps the fleet's jobs");
+  cmd.add_option("--nats-creds,--nats_creds", n.creds_file, "NATS: user credentials file (.creds)");
+  cmd.add_option("--nats-user,--nats_user", n.user, "NATS: user name");
+  cmd.add_option("--nats-password,--nats_password", n.password, "NATS: password");
+  cmd.add_option("--nats-token,--nats_token", n.token, "NATS: token");
+  cmd.add_option("--nats-stream,--nats_stream", n.jobs_stream, "NATS: the work-queue stream of jobs")->capture_default_str();
+  cmd.add_option("--nats-subject,--nats_subject", n.jobs_subject, "NATS: the subject producers publish submit maps on")->capture_default_str();
+  cmd.add_option("--nats-consumer,--nats_consumer", n.consumer, "NATS: the durable pull consumer every replica shares")->capture_default_str();
+  cmd.add_option("--nats-events-stream,--nats_events_stream", n.events_stream, "NATS: the stream of job events")->capture_default_str();
+  cmd.add_option("--nats-events-prefix,--nats_events_prefix", n.events_prefix, "NATS: events go to PREFIX.<job id tokens>")->capture_default_str();
+  cmd.add_option("--nats-dead-subject,--nats_dead_subject", n.dead_subject, "NATS: where jobs that are not run go, with the error")->capture_default_str();
+  cmd.add_option("--nats-ack-wait,--nats_ack_wait", n.ack_wait_s, "NATS: seconds without an ack or progress before a job is redelivered")->capture_default_str();
+  cmd.add_option("--nats-max-deliver,--nats_max_deliver", n.max_deliver, "NATS: the delivery that reaches this count is dead-lettered")->capture_default_str();
+  cmd.add_option("--nats-connect-timeout,--nats_connect_timeout", n.connect_timeout_s, "NATS: seconds to wait for the server at start-up")->capture_default_str();
+  cmd.add_option("--nats-replicas,--nats_replicas", n.stream_replicas, "NATS: JetStream replicas of the streams created (cluster)")->capture_default_str();
 }
 
 std::string serve_options::apply_config(CLI::App& cmd) {
@@ -120,7 +145,9 @@ std::string serve_options::validate() const {
   if (!std::isfinite(retention_s) || retention_s < 0) return "retention must be a number of seconds >= 0";
   if (curve_secret_key.empty() != authorized_keys.empty())
     return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
-  return {};
+  if (!sim::cost_model_preset(sim_cost_model))
+    return "sim_cost_model must be one of " + std::string(sim::cost_model_preset_names()) + ", not '" + sim_cost_model + "'";
+  return nats.validate();
 }
 
 std::string serve_options::journal_file() const {
@@ -155,6 +182,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.pub.retention_s = retention_s;
   r.poison_after = poison_after;
   if (!curve_secret_key.empty()) r.curve = transport::load_curve_server_config(curve_secret_key, authorized_keys);
+  r.nats = nats;
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/runtime.hpp"
+#include "transport/nats_config.hpp"
 
 namespace CLI {
 class App;
@@ -16,7 +17,8 @@ namespace conveyor::tools {
 
 struct serve_options {
   std::string model = "smollm2";
-  std::string device = "cpu";  ///< cpu | cuda | null (no arithmetic: the runtime's own overhead)
+  std::string device = "cpu";  ///< cpu | cuda | null (no arithmetic: the runtime's own overhead) | sim (null + step times)
+  std::string sim_cost_model = "h100-llama8b";  ///< sim: the step cost preset
   double gpu_memory_utilization = 0.90;  ///< cuda: fraction of GPU memory for weights, activations and KV
   std::string router = "tcp://127.0.0.1:5555";
   std::string pub = "tcp://127.0.0.1:5556";
@@ -47,6 +49,7 @@ struct serve_options {
   std::string journal_sync = "process";  ///< process | power (fsync per commit)
   int32_t poison_after = 2;   ///< a job running in this many consecutive crashes ends with an error (0: never)
   double retention_s = 300.0; ///< seconds a finished job stays fetchable (memory and journal)
+  transport::nats_config nats;  ///< NATS JetStream intake and events (url empty: off)
   std::string config_path;
 
   /// The journal file these settings name ("" when the journal is off).
@@ -58,6 +61,7 @@ struct serve_options {
 
   /// Adds every flag (and --config) to `cmd`.
   void add_flags(CLI::App& cmd);
+  void add_nats_flags(CLI::App& cmd);
   /// "" when the settings are usable, else what is wrong and how to fix it.
   std::string validate() const;
   /// The runtime's options, with max_model_len resolved against the executor. Reads the CURVE

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "schemas/protocol.hpp"
 #include "schemas/requests.hpp"
@@ -37,12 +38,22 @@ struct reply_to {
   }
 };
 
+/// Where a job that began on another replica goes on (NATS failover): the token ids its stored
+/// tokens events carried and the seq of its next event. It gets no `accepted` and no reply.
+struct resume_point {
+  std::vector<token_id> published;
+  uint64_t next_seq = 0;
+  double arrival_unix = 0.0;
+};
+
 /// What intakes hand requests to (the runtime's front door). Thread-safe; never blocks.
 class request_sink {
 public:
   virtual ~request_sink() = default;
   /// One decoded request, or the decode_error that refuses it (the sink answers both).
   virtual void deliver(reply_to to, schemas::decode_result request) = 0;
+  /// A job to continue from `at` (its events so far are stored elsewhere).
+  virtual void deliver_resumed(schemas::submit_request job, resume_point at) = 0;
 };
 
 /// One way in. The constructor binds (a taken endpoint throws bind_error before anything else

@@ -1,0 +1,88 @@
+// The NATS JetStream intake: jobs come from the shared durable pull consumer, events go to the
+// events stream, and a job's message is acked only once its terminal event is stored there.
+//
+//   fetch thread:  credit = max_in_flight - max(live jobs, held jobs); fetch up to that many;
+//                  a first delivery goes to the front door as a new job; a redelivery reads
+//                  the job's stored events first: ended -> ack; else it resumes at the next seq;
+//                  the delivery that reaches max_deliver is dead-lettered (error event + Term)
+//   event thread:  every event the publisher sent (the tap) -> async publishes with msg id
+//                  "<id>:<seq>" -> one wait for the acks -> a stored terminal event acks its
+//                  job; refusals: overloaded / shutting_down -> Nak (another replica takes it),
+//                  others -> error event + dead letter; every ack_wait/3 an in-progress ack
+//                  for each held job; unconfirmed events are sent again (JetStream drops the
+//                  repeats by msg id)
+//
+// While draining, a held job's `cancelled` done event is not stored: the job is Nak'ed and
+// another replica continues it from its stored events. On stop, every held job is Nak'ed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/intake.hpp"
+#include "transport/nats_link.hpp"
+
+namespace conveyor::transport {
+
+class nats_intake final : public intake, public reply_channel {
+public:
+  /// `live` counts the jobs alive in the runtime (every intake's); at most `max_in_flight` are
+  /// taken from the consumer.
+  nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight,
+              std::function<int64_t()> live);
+  ~nats_intake() override;
+  void start(request_sink& sink) override;
+  /// Stops taking jobs; events still go out (the runtime drains, then calls stop()).
+  void stop_fetching();
+  /// Stores what is left (at most a few seconds), Naks every held job, joins the threads.
+  void stop() override;
+  const std::string& endpoint() const override { return link_->config().url; }
+  void reply(uint64_t tag, schemas::wire_bytes bytes) override;
+
+  /// The publisher's tap: one event of a job, as sent on the PUB socket. Any thread.
+  void on_event(const std::string& job_id, const schemas::wire_bytes& event, bool terminal);
+
+  /// Jobs held (fetched, not yet acked or Nak'ed): for tests and /metrics.
+  size_t held() const;
+
+private:
+  struct held_job {
+    nats_job_msg msg;
+    schemas::wire_bytes request;
+    uint64_t delivered = 0;
+  };
+  void fetch_loop(request_sink& sink);
+  void take(nats_job_msg m, request_sink& sink);
+  void event_loop();
+  void on_refused(const std::string& job_id, const std::string& code, const std::string& message);
+  void queue_dead_letter(const std::string& job_id, schemas::error_code code, const std::string& message, uint64_t delivered,
+                         const schemas::wire_bytes& request, uint64_t seq, bool event);
+  void progress_all();
+
+  std::shared_ptr<nats_link> link_;
+  schemas::decode_limits limits_;
+  int64_t max_in_flight_;
+  std::function<int64_t()> live_;
+  std::thread fetcher_, publisher_;
+  std::atomic<bool> stop_fetch_{false}, stop_{false}, started_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, held_job> held_;      // by job id
+  std::unordered_map<uint64_t, std::string> tags_;      // reply tag -> job id
+  std::deque<nats_event_out> events_;                   // to store, in order
+  std::vector<std::pair<uint64_t, schemas::wire_bytes>> replies_;
+  std::vector<std::string> to_nak_;                     // held jobs handed back while draining
+  std::vector<std::pair<std::string, schemas::wire_bytes>> dead_;  // dead letters to store
+  uint64_t next_tag_ = 1;
+};
+
+} // namespace conveyor::transport
