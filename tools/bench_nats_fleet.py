@@ -29,6 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 import msgpack  # noqa: E402
 import nats  # noqa: E402
+import nats.errors  # noqa: E402
+import nats.js.errors  # noqa: E402
 
 from nats_fixture import NatsServer, free_port  # noqa: E402
 
@@ -71,6 +73,10 @@ class Replica:
             return None
 
 
+async def quiet(_e):
+    pass
+
+
 class Cluster:
     """Three nats-server nodes with JetStream, clustered on loopback."""
 
@@ -92,7 +98,8 @@ class Cluster:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                nc = await nats.connect(self.url, connect_timeout=1)
+                nc = await nats.connect(servers=self.url.split(","), connect_timeout=1, error_cb=quiet,
+                                        allow_reconnect=False)
                 await nc.jetstream().account_info()
                 await nc.close()
                 return
@@ -119,8 +126,15 @@ def workload(n, seed, prompt_len):
 
 
 async def stored_events(js):
-    info = await js.stream_info("CONVEYOR_EVENTS")
-    sub = await js.subscribe("conveyor.events.>", stream="CONVEYOR_EVENTS", ordered_consumer=True)
+    for attempt in range(10):  # a cluster that just lost a node may answer slowly at first
+        try:
+            info = await js.stream_info("CONVEYOR_EVENTS")
+            sub = await js.subscribe("conveyor.events.>", stream="CONVEYOR_EVENTS", ordered_consumer=True)
+            break
+        except nats.errors.TimeoutError:
+            if attempt == 9:
+                raise
+            await asyncio.sleep(1.0)
     out = []
     while len(out) < info.state.messages:
         out.append(msgpack.unpackb((await sub.next_msg(timeout=30)).data, raw=False))
@@ -144,6 +158,18 @@ def check(events, jobs):
     return lost, repeated, gaps, twice
 
 
+async def publish(js, subject, data, msg_id, patience_s=30.0):
+    """JetStream publish, retried while a (new, replicated) stream has no leader yet."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return await js.publish(subject, data, headers={"Nats-Msg-Id": msg_id})
+        except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
@@ -158,15 +184,14 @@ async def one_run(o, name, n_replicas, kill_replica=False, cluster=False):
         extra = ["--max-num-seqs", str(o.max_num_seqs)] + (["--nats-replicas", "3"] if cluster else [])
         reps = [Replica(o.bin, server.url, extra, o.ack_wait) for _ in range(n_replicas)]
         jobs = workload(o.jobs, o.seed, o.prompt_len)
-        nc = await nats.connect(server.url, max_reconnect_attempts=-1)
+        nc = await nats.connect(servers=server.url.split(","), max_reconnect_attempts=-1, error_cb=quiet)
         js = nc.jetstream()
         ended, sent_at = {}, {}
         sub = await nc.subscribe("conveyor.events.>")
         t0 = time.monotonic()
         for j in jobs:
             sent_at[j["id"]] = time.monotonic()
-            await js.publish("conveyor.jobs", msgpack.packb({"op": "submit", "stream": False, **j}),
-                             headers={"Nats-Msg-Id": j["id"]})
+            await publish(js, "conveyor.jobs", msgpack.packb({"op": "submit", "stream": False, **j}), j["id"])
         killed_at = None
         deadline = time.monotonic() + o.timeout
         while len(ended) < len(jobs) and time.monotonic() < deadline:
@@ -204,6 +229,8 @@ async def one_run(o, name, n_replicas, kill_replica=False, cluster=False):
                "ttft_p50_s": pct(ttft, 50), "ttft_p90_s": pct(ttft, 90), "killed_at_s": killed_at}
         for r in reps:
             r.stop()
+            if o.verbose:
+                log("\n".join("  replica: " + line for line in r.lines if "NATS" in line))
         return row
     finally:
         for r in reps:
@@ -233,6 +260,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--only", default="", help="comma-separated run names (1,2,4,2-kill,4-kill,cluster)")
     p.add_argument("--json", default="")
+    p.add_argument("--verbose", action="store_true", help="print the replicas' NATS log lines")
     o = p.parse_args(argv)
     plan = [("1", 1, False, False), ("2", 2, False, False), ("4", 4, False, False),
             ("2-kill", 2, True, False), ("4-kill", 4, True, False), ("cluster", 2, False, True)]

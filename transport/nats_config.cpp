@@ -1,5 +1,6 @@
 #include "transport/nats_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace conveyor::transport {
@@ -24,8 +25,13 @@ bool stream_name(const std::string& s) {
 
 std::string nats_config::validate() const {
   if (!enabled()) return {};
-  if (url.rfind("nats://", 0) != 0 && url.rfind("tls://", 0) != 0)
-    return "--nats: '" + url + "' is not a NATS URL; write nats://HOST:4222";
+  for (size_t at = 0; at <= url.size();) {
+    const size_t comma = std::min(url.find(',', at), url.size());
+    const std::string one = url.substr(at, comma - at);
+    if (one.rfind("nats://", 0) != 0 && one.rfind("tls://", 0) != 0)
+      return "--nats: '" + one + "' is not a NATS URL; write nats://HOST:4222 (a cluster: comma-separated, no spaces)";
+    at = comma + 1;
+  }
   for (const auto* s : {&jobs_stream, &events_stream, &dead_stream})
     if (!stream_name(*s)) return "NATS stream name '" + *s + "' is not valid: no '.', '*', '>', '/' or spaces";
   if (consumer.empty() || !stream_name(consumer)) return "--nats-consumer '" + consumer + "' is not a valid consumer name";

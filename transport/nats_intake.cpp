@@ -83,6 +83,13 @@ void nats_intake::on_event(const std::string& job_id, const schemas::wire_bytes&
 void nats_intake::fetch_loop(request_sink& sink) {
   bool outage = false;
   while (!stop_fetch_) {
+    // Redelivered jobs whose stored events could not be read: again, at most every 500 ms each.
+    for (auto& u : unresolved_)
+      if (clock_type::now() - u.tried >= std::chrono::milliseconds(500)) {
+        u.tried = clock_type::now();
+        resolve(u, sink);
+      }
+    std::erase_if(unresolved_, [](const unresolved_job& u) { return u.done; });
     int64_t credit;
     {
       std::lock_guard lk(mu_);
@@ -133,54 +140,81 @@ void nats_intake::take(nats_job_msg m, request_sink& sink) {
       return;
     }
   }
-  std::optional<resume_point> resume;
-  uint64_t stored = 0;
-  if (delivered != 1) {  // it may have run elsewhere: its stored events say how far
-    auto evs = link_->read_events(id, 2000);
-    if (!evs) {
-      std::fprintf(stderr, "conveyor: NATS: cannot read the stored events of job '%s' (redelivery %llu); handed back\n", id.c_str(),
-                   static_cast<unsigned long long>(delivered));
-      m.nak();  // the events stream cannot be read now; it comes back
-      return;
-    }
-    std::vector<schemas::event_summary> sums;
-    for (const auto& e : *evs)
-      if (auto s = schemas::summarize_event(e)) sums.push_back(std::move(*s));
-    std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
-    resume_point r;
-    bool ended = false;
-    for (const auto& s : sums) {
-      if (s.seq != r.next_seq) break;  // the events after a gap are sent again (same msg ids)
-      if (s.terminal()) ended = true;
-      r.published.insert(r.published.end(), s.token_ids.begin(), s.token_ids.end());
-      ++r.next_seq;
-    }
-    if (ended) {
-      m.ack();  // it ended; only the ack was lost
-      return;
-    }
-    stored = r.next_seq;
-    if (r.next_seq > 0) {
-      r.arrival_unix = unix_seconds();
-      resume = std::move(r);
-    }
+  {
+    std::lock_guard lk(mu_);
+    held_[id] = held_job{std::move(m), bytes, delivered};  // in-progress acks from now on
   }
+  if (delivered == 1) return start_job(std::move(*job), std::nullopt, sink);
+  // It may have run elsewhere: its stored events say how far. While they cannot be read (a
+  // cluster electing a leader), the job stays held and is tried again: no delivery is spent.
+  unresolved_.push_back({std::move(*job), clock_type::now(), false});
+  resolve(unresolved_.back(), sink);
+  if (unresolved_.back().done) unresolved_.pop_back();
+}
+
+// Fetch thread: reads a redelivered job's stored events and acts on them. Sets `u.done` unless
+// they could not be read.
+void nats_intake::resolve(unresolved_job& u, request_sink& sink) {
+  const std::string id = u.job.id;
+  std::string error;
+  auto evs = link_->read_events(id, 2000, &error);
+  if (!evs) {
+    if (!u.logged)
+      std::fprintf(stderr, "conveyor: NATS: cannot read the stored events of job '%s' yet (%s); it stays here, tried again\n",
+                   id.c_str(), error.c_str());
+    u.logged = true;
+    return;
+  }
+  u.done = true;
+  std::vector<schemas::event_summary> sums;
+  for (const auto& e : *evs)
+    if (auto s = schemas::summarize_event(e)) sums.push_back(std::move(*s));
+  std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  resume_point r;
+  bool ended = false;
+  for (const auto& s : sums) {
+    if (s.seq != r.next_seq) break;  // the events after a gap are sent again (same msg ids)
+    if (s.terminal()) ended = true;
+    r.published.insert(r.published.end(), s.token_ids.begin(), s.token_ids.end());
+    ++r.next_seq;
+  }
+  if (ended) {  // it ended; only the ack was lost
+    std::lock_guard lk(mu_);
+    if (auto it = held_.find(id); it != held_.end()) {
+      it->second.msg.ack();
+      held_.erase(it);
+    }
+    return;
+  }
+  std::optional<resume_point> resume;
+  if (r.next_seq > 0) {
+    r.arrival_unix = unix_seconds();
+    resume = std::move(r);
+  }
+  start_job(std::move(u.job), std::move(resume), sink);
+}
+
+// Fetch thread: a held job goes to the front door (or, at its last delivery, to the dead letters).
+void nats_intake::start_job(schemas::submit_request job, std::optional<resume_point> resume, request_sink& sink) {
+  const std::string id = job.id;
   std::lock_guard lk(mu_);
-  held_[id] = held_job{std::move(m), bytes, delivered};
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  const uint64_t delivered = it->second.delivered;
   if (delivered >= static_cast<uint64_t>(link_->config().max_deliver)) {
     queue_dead_letter(id, schemas::error_code::internal,
                       "delivered " + std::to_string(delivered) +
                           " times (--nats-max-deliver): replicas died or stalled while running it; not run again",
-                      delivered, bytes, stored, true);
+                      delivered, it->second.request, resume ? resume->next_seq : 0, true);
     return;
   }
   if (resume) {
-    sink.deliver_resumed(std::move(*job), std::move(*resume));
+    sink.deliver_resumed(std::move(job), std::move(*resume));
     return;
   }
   const uint64_t tag = next_tag_++;
   tags_[tag] = id;
-  sink.deliver(reply_to{this, tag}, std::move(decoded));
+  sink.deliver(reply_to{this, tag}, schemas::decode_result(std::move(job)));
 }
 
 // Under mu_: the dead letter keeps the request (the event thread stores it); the error event,

@@ -3,7 +3,8 @@
 //
 //   fetch thread:  credit = max_in_flight - max(live jobs, held jobs); fetch up to that many;
 //                  a first delivery goes to the front door as a new job; a redelivery reads
-//                  the job's stored events first: ended -> ack; else it resumes at the next seq;
+//                  the job's stored events first (held, retried while they cannot be read):
+//                  ended -> ack; else it resumes at the next seq;
 //                  the delivery that reaches max_deliver is dead-lettered (error event + Term)
 //   event thread:  every event the publisher sent (the tap) -> async publishes with msg id
 //                  "<id>:<seq>" -> one wait for the acks -> a stored terminal event acks its
@@ -17,6 +18,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -59,8 +62,15 @@ private:
     schemas::wire_bytes request;
     uint64_t delivered = 0;
   };
+  struct unresolved_job {
+    schemas::submit_request job;
+    std::chrono::steady_clock::time_point tried;
+    bool logged = false, done = false;
+  };
   void fetch_loop(request_sink& sink);
   void take(nats_job_msg m, request_sink& sink);
+  void resolve(unresolved_job& u, request_sink& sink);
+  void start_job(schemas::submit_request job, std::optional<resume_point> resume, request_sink& sink);
   void event_loop();
   void on_refused(const std::string& job_id, const std::string& code, const std::string& message);
   void queue_dead_letter(const std::string& job_id, schemas::error_code code, const std::string& message, uint64_t delivered,
@@ -83,6 +93,7 @@ private:
   std::vector<std::string> to_nak_;                     // held jobs handed back while draining
   std::vector<std::pair<std::string, schemas::wire_bytes>> dead_;  // dead letters to store
   uint64_t next_tag_ = 1;
+  std::vector<unresolved_job> unresolved_;  // fetch thread only
 };
 
 } // namespace conveyor::transport

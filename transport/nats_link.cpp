@@ -3,6 +3,7 @@
 #include <nats/nats.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -87,7 +88,16 @@ nats_link::nats_link(const nats_config& cfg) : cfg_(cfg), errors_(std::make_uniq
   if (nats_Open(-1) != NATS_OK) throw nats_error("NATS: the client library did not start");
   natsOptions* o = nullptr;
   natsStatus s = natsOptions_Create(&o);
-  if (s == NATS_OK) s = natsOptions_SetURL(o, cfg_.url.c_str());
+  // A cluster is a comma-separated list: nats.c takes it as an array of servers.
+  std::vector<std::string> urls;
+  for (size_t at = 0; at <= cfg_.url.size();) {
+    const size_t comma = std::min(cfg_.url.find(',', at), cfg_.url.size());
+    if (comma > at) urls.push_back(cfg_.url.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::vector<const char*> servers;
+  for (const auto& u : urls) servers.push_back(u.c_str());
+  if (s == NATS_OK) s = natsOptions_SetServers(o, servers.data(), static_cast<int>(servers.size()));
   if (s == NATS_OK) s = natsOptions_SetTimeout(o, static_cast<int64_t>(cfg_.connect_timeout_s * 1000));
   if (s == NATS_OK) s = natsOptions_SetName(o, "conveyor");
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(o, -1);  // forever: a replica outlives NATS restarts
@@ -163,6 +173,7 @@ void nats_link::ensure_streams() {
     c.Replicas = cfg_.stream_replicas;
     c.Duplicates = static_cast<int64_t>(cfg_.duplicate_window_s * ns_per_s);
     if (max_age_s > 0) c.MaxAge = static_cast<int64_t>(max_age_s * ns_per_s);
+    c.AllowDirect = true;  // any replica of a stream answers direct gets: reads survive a leader election
     s = js_AddStream(&si, js_, &c, nullptr, &ec);
     if (s == NATS_OK) jsStreamInfo_Destroy(si);
     else if (ec != JSStreamNameExistErr)  // another replica made it meanwhile
@@ -258,25 +269,70 @@ std::vector<size_t> nats_link::store(const std::vector<nats_event_out>& events, 
   return confirmed;
 }
 
-std::optional<std::vector<schemas::wire_bytes>> nats_link::read_events(const std::string& job_id, int64_t wait_ms) {
+std::optional<std::vector<schemas::wire_bytes>> nats_link::read_events(const std::string& job_id, int64_t wait_ms,
+                                                                      std::string* error) {
   const std::string subject = nats_events_subject(cfg_.events_prefix, job_id);
+  // Direct gets, message by message along the subject: served by any replica of the stream, no
+  // consumer to create (creating one waits for the cluster's meta leader).
+  std::vector<schemas::wire_bytes> out;
+  uint64_t seq = 1;
+  for (;;) {
+    jsDirectGetMsgOptions d;
+    jsDirectGetMsgOptions_Init(&d);
+    d.Sequence = seq;
+    d.NextBySubject = subject.c_str();
+    natsMsg* m = nullptr;
+    const natsStatus s = js_DirectGetMsg(&m, js_, cfg_.events_stream.c_str(), nullptr, &d);
+    if (s == NATS_NOT_FOUND) return out;
+    if (s != NATS_OK) {
+      if (out.empty() && (s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT)) break;  // a stream without AllowDirect
+      if (error) *error = "direct get after " + std::to_string(out.size()) + " events: " + why(s);
+      return std::nullopt;
+    }
+    const auto* p = reinterpret_cast<const uint8_t*>(natsMsg_GetData(m));
+    out.emplace_back(p, p + natsMsg_GetDataLength(m));
+    uint64_t got = natsMsg_GetSequence(m);
+    const char* h = nullptr;
+    if (got == 0 && natsMsgHeader_Get(m, "Nats-Sequence", &h) == NATS_OK && h) got = std::strtoull(h, nullptr, 10);
+    natsMsg_Destroy(m);
+    if (got < seq) {
+      if (error) *error = "direct get: no stream sequence in the reply";
+      return std::nullopt;
+    }
+    seq = got + 1;
+  }
+  return read_events_by_consumer(subject, wait_ms, error);
+}
+
+// The same through an ordered consumer (a stream made before AllowDirect was set).
+std::optional<std::vector<schemas::wire_bytes>> nats_link::read_events_by_consumer(const std::string& subject, int64_t wait_ms,
+                                                                                  std::string* error) {
   natsMsg* last = nullptr;
   jsErrCode ec = static_cast<jsErrCode>(0);
   natsStatus s = js_GetLastMsg(&last, js_, cfg_.events_stream.c_str(), subject.c_str(), nullptr, &ec);
   if (s == NATS_NOT_FOUND || ec == JSNoMessageFoundErr) return std::vector<schemas::wire_bytes>{};
-  if (s != NATS_OK) return std::nullopt;
+  if (s != NATS_OK) {
+    if (error) *error = "last message: " + why(s);
+    return std::nullopt;
+  }
   natsMsg_Destroy(last);
   natsSubscription* sub = nullptr;
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = cfg_.events_stream.c_str();
   so.Ordered = true;
-  if (js_SubscribeSync(&sub, js_, subject.c_str(), nullptr, &so, &ec) != NATS_OK) return std::nullopt;
+  if ((s = js_SubscribeSync(&sub, js_, subject.c_str(), nullptr, &so, &ec)) != NATS_OK) {
+    if (error) *error = "ordered consumer: " + why(s);
+    return std::nullopt;
+  }
   std::vector<schemas::wire_bytes> out;
   bool ok = false;
   for (;;) {
     natsMsg* m = nullptr;
-    if (natsSubscription_NextMsg(&m, sub, wait_ms) != NATS_OK) break;
+    if ((s = natsSubscription_NextMsg(&m, sub, wait_ms)) != NATS_OK) {
+      if (error) *error = "after " + std::to_string(out.size()) + " events: " + why(s);
+      break;
+    }
     const auto* p = reinterpret_cast<const uint8_t*>(natsMsg_GetData(m));
     out.emplace_back(p, p + natsMsg_GetDataLength(m));
     jsMsgMetaData* meta = nullptr;

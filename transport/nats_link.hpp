@@ -81,14 +81,17 @@ public:
   std::vector<size_t> store(const std::vector<nats_event_out>& events, int64_t wait_ms);
 
   /// Every stored event of a job, in seq order (empty: none), or nullopt when the events
-  /// stream could not be read.
-  std::optional<std::vector<schemas::wire_bytes>> read_events(const std::string& job_id, int64_t wait_ms);
+  /// stream could not be read (`error` then says why).
+  std::optional<std::vector<schemas::wire_bytes>> read_events(const std::string& job_id, int64_t wait_ms,
+                                                              std::string* error = nullptr);
 
   /// Publishes a dead letter (synchronously); false on failure.
   bool dead_letter(const std::string& job_id, const schemas::wire_bytes& body);
 
 private:
   void ensure_streams();
+  std::optional<std::vector<schemas::wire_bytes>> read_events_by_consumer(const std::string& subject, int64_t wait_ms,
+                                                                          std::string* error);
 
   nats_config cfg_;
   natsConnection* nc_ = nullptr;

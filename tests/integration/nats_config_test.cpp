@@ -33,6 +33,10 @@ BOOST_AUTO_TEST_CASE(settings_are_checked_with_the_setting_named) {
   nats_config b = c;
   b.url = "localhost:4222";
   refused(b, "not a NATS URL");
+  b = c, b.url = "nats://a:4222,nats://b:4222";
+  BOOST_TEST(b.validate().empty());  // a cluster
+  b = c, b.url = "nats://a:4222, nats://b:4222";
+  refused(b, "' nats://b:4222' is not a NATS URL");
   b = c, b.jobs_stream = "A.B";
   refused(b, "stream name 'A.B'");
   b = c, b.jobs_subject = "jobs.*";
