@@ -28,8 +28,11 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   router_intake_ = std::make_unique<transport::router_intake>(zmq_, o.router_ep, o.limits, o.curve);
   pull_intake_ = std::make_unique<transport::pull_intake>(zmq_, o.pull_ep, o.limits, o.curve);
   if (o.nats.enabled())
-    nats_intake_ = std::make_unique<transport::nats_intake>(std::make_shared<transport::nats_link>(o.nats), o.limits,
-                                                            o.sched.max_num_seqs, [this] { return live_requests_.load(); });
+    // A replica takes jobs only while it can admit them now: free sequence slots, and nothing
+    // waiting for KV blocks or the token budget.
+    nats_intake_ = std::make_unique<transport::nats_intake>(
+        std::make_shared<transport::nats_link>(o.nats), o.limits, o.sched.max_num_seqs,
+        [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); });
   pub_ = pub_sock_->endpoint();
   router_ = router_intake_->endpoint();
   pull_ = pull_intake_->endpoint();
@@ -47,6 +50,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, unix_now()});
   sc.retention_s = o.pub.retention_s;
   sc.max_remembered_jobs = o.pub.max_retained_jobs;
+  sc.waiting_gauge = &waiting_jobs_;
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
   publisher_config pc = o.pub;

@@ -105,6 +105,7 @@ private:
   runtime_control control_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> live_requests_{0};
+  std::atomic<int32_t> waiting_jobs_{0};  // after each step: jobs the scheduler could not admit yet
   std::shared_ptr<trace_writer> trace_;
   std::optional<executor_actor> executor_;
   std::optional<scheduler_actor> scheduler_;

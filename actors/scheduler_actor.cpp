@@ -18,6 +18,7 @@ struct scheduler_state {
   std::vector<caf::response_promise> drain_waiters;
   std::shared_ptr<trace_writer> trace;  // null: tracing off
   std::optional<publisher_actor> journal;  // the journal is on: mark first runs through it
+  std::atomic<int32_t>* waiting_gauge = nullptr;
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -102,6 +103,7 @@ void run_step(self_ptr self, step_plan plan) {
             self->state.step_in_flight = false;
             if (self->state.trace) self->state.trace->end_step(now_s());
             self->state.jobs->update(r, now_s());
+            if (self->state.waiting_gauge) self->state.waiting_gauge->store(self->state.jobs->sched().stats().num_waiting);
             deliver(self);
             iterate(self);
           },
@@ -125,6 +127,7 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
   st.executor = std::move(executor);
   st.control = control;
   st.trace = cfg.trace;
+  st.waiting_gauge = cfg.waiting_gauge;
   return {
       [self](s_submit_atom, submission& sub) -> submit_answer {
         auto& st = self->state;

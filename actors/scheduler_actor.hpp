@@ -4,6 +4,8 @@
 // rule (admission, ids, states, flow control) is the table's; this file only moves values.
 #pragma once
 
+#include <atomic>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +40,9 @@ struct scheduler_actor_config {
   /// ones whose ids stay reserved for their resume submits.
   std::vector<restored_job> restored_finished;
   std::vector<std::string> restored_unfinished;
+  /// Set after every step to the jobs waiting for admission (KV, token budget); may be null.
+  /// The NATS intake takes no jobs while some wait.
+  std::atomic<int32_t>* waiting_gauge = nullptr;
 };
 
 /// Spawns the scheduler actor. On an executor failure it fails every live job and calls

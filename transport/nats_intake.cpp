@@ -27,8 +27,9 @@ double unix_seconds() {
 } // namespace
 
 nats_intake::nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight,
-                         std::function<int64_t()> live)
-    : link_(std::move(link)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)), live_(std::move(live)) {}
+                         std::function<int64_t()> free_slots)
+    : link_(std::move(link)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)),
+      free_slots_(std::move(free_slots)) {}
 
 nats_intake::~nats_intake() { stop(); }
 
@@ -93,8 +94,9 @@ void nats_intake::fetch_loop(request_sink& sink) {
     int64_t credit;
     {
       std::lock_guard lk(mu_);
-      credit = max_in_flight_ - std::max<int64_t>(live_ ? live_() : 0, static_cast<int64_t>(held_.size()));
+      credit = max_in_flight_ - static_cast<int64_t>(held_.size());
     }
+    if (free_slots_) credit = std::min(credit, free_slots_());
     if (credit <= 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;

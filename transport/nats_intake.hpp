@@ -1,7 +1,7 @@
 // The NATS JetStream intake: jobs come from the shared durable pull consumer, events go to the
 // events stream, and a job's message is acked only once its terminal event is stored there.
 //
-//   fetch thread:  credit = max_in_flight - max(live jobs, held jobs); fetch up to that many;
+//   fetch thread:  credit = min(free slots (0 while jobs wait for KV), max_in_flight - held);
 //                  a first delivery goes to the front door as a new job; a redelivery reads
 //                  the job's stored events first (held, retried while they cannot be read):
 //                  ended -> ack; else it resumes at the next seq;
@@ -37,10 +37,10 @@ namespace conveyor::transport {
 
 class nats_intake final : public intake, public reply_channel {
 public:
-  /// `live` counts the jobs alive in the runtime (every intake's); at most `max_in_flight` are
-  /// taken from the consumer.
+  /// `free_slots` says how many more jobs the runtime can admit now (every intake's jobs
+  /// counted); at most `max_in_flight` are held from the consumer.
   nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight,
-              std::function<int64_t()> live);
+              std::function<int64_t()> free_slots);
   ~nats_intake() override;
   void start(request_sink& sink) override;
   /// Stops taking jobs; events still go out (the runtime drains, then calls stop()).
@@ -80,7 +80,7 @@ private:
   std::shared_ptr<nats_link> link_;
   schemas::decode_limits limits_;
   int64_t max_in_flight_;
-  std::function<int64_t()> live_;
+  std::function<int64_t()> free_slots_;
   std::thread fetcher_, publisher_;
   std::atomic<bool> stop_fetch_{false}, stop_{false}, started_{false};
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -19,6 +21,10 @@ struct nats_link::async_errors {
   std::set<std::string> failed;  // message ids JetStream refused
   std::string url;
   std::atomic<bool> closing{false};  // our own close: no "disconnected" line
+  // nats.c calls the callbacks on its own thread, even after natsConnection_Close returns; the
+  // closed callback is the last one: the link waits for it before this state goes away.
+  std::condition_variable closed_cv;
+  bool closed = false;
 };
 
 namespace {
@@ -38,6 +44,12 @@ void on_disconnected(natsConnection*, void* closure) {
   if (!e->closing)
     std::fprintf(stderr, "conveyor: NATS: disconnected from %s; reconnecting (running jobs go on; their events wait in memory)\n",
                  e->url.c_str());
+}
+void on_closed(natsConnection*, void* closure) {
+  auto* e = static_cast<nats_link::async_errors*>(closure);
+  std::lock_guard lk(e->mu);
+  e->closed = true;
+  e->closed_cv.notify_all();
 }
 void on_reconnected(natsConnection*, void* closure) {
   std::fprintf(stderr, "conveyor: NATS: reconnected to %s\n", static_cast<nats_link::async_errors*>(closure)->url.c_str());
@@ -105,6 +117,7 @@ nats_link::nats_link(const nats_config& cfg) : cfg_(cfg), errors_(std::make_uniq
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(o, 64 * 1024 * 1024);
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, on_disconnected, errors_.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, on_reconnected, errors_.get());
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(o, on_closed, errors_.get());
   if (s == NATS_OK && !cfg_.creds_file.empty()) s = natsOptions_SetUserCredentialsFromFiles(o, cfg_.creds_file.c_str(), nullptr);
   if (s == NATS_OK && !cfg_.user.empty()) s = natsOptions_SetUserInfo(o, cfg_.user.c_str(), cfg_.password.c_str());
   if (s == NATS_OK && !cfg_.token.empty()) s = natsOptions_SetToken(o, cfg_.token.c_str());
@@ -124,26 +137,33 @@ nats_link::nats_link(const nats_config& cfg) : cfg_(cfg), errors_(std::make_uniq
   jo.PublishAsync.ErrHandlerClosure = errors_.get();
   jo.PublishAsync.MaxPending = 65536;
   if ((s = natsConnection_JetStream(&js_, nc_, &jo)) != NATS_OK) {
-    natsConnection_Destroy(nc_);
+    close();
     throw nats_error("NATS at " + cfg_.url + ": no JetStream context: " + why(s));
   }
   try {
     ensure_streams();
   } catch (...) {
-    jsCtx_Destroy(js_);
-    natsConnection_Destroy(nc_);
+    close();
     throw;
   }
 }
 
-nats_link::~nats_link() {
+nats_link::~nats_link() { close(); }
+
+void nats_link::close() {
   if (sub_) natsSubscription_Destroy(sub_);
-  jsCtx_Destroy(js_);
-  if (nc_) {
-    errors_->closing = true;
-    natsConnection_Close(nc_);
-    natsConnection_Destroy(nc_);
+  sub_ = nullptr;
+  if (js_) jsCtx_Destroy(js_);
+  js_ = nullptr;
+  if (!nc_) return;
+  errors_->closing = true;
+  natsConnection_Close(nc_);
+  {
+    std::unique_lock lk(errors_->mu);
+    errors_->closed_cv.wait_for(lk, std::chrono::seconds(5), [&] { return errors_->closed; });
   }
+  natsConnection_Destroy(nc_);
+  nc_ = nullptr;
 }
 
 void nats_link::ensure_streams() {

@@ -90,6 +90,7 @@ public:
 
 private:
   void ensure_streams();
+  void close();  // waits for nats.c's last callback
   std::optional<std::vector<schemas::wire_bytes>> read_events_by_consumer(const std::string& subject, int64_t wait_ms,
                                                                           std::string* error);
 
