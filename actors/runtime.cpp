@@ -50,7 +50,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, unix_now()});
   sc.retention_s = o.pub.retention_s;
   sc.max_remembered_jobs = o.pub.max_retained_jobs;
-  sc.waiting_gauge = &waiting_jobs_;
+  if (nats_intake_) sc.waiting_gauge = &waiting_jobs_;  // only the NATS intake reads it
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
   publisher_config pc = o.pub;

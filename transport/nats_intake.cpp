@@ -34,7 +34,6 @@ nats_intake::nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_
 nats_intake::~nats_intake() { stop(); }
 
 void nats_intake::start(request_sink& sink) {
-  started_ = true;
   publisher_ = std::thread([this] { event_loop(); });
   fetcher_ = std::thread([this, &sink] { fetch_loop(sink); });
 }
@@ -52,11 +51,6 @@ void nats_intake::stop() {
   }
   cv_.notify_all();
   if (publisher_.joinable()) publisher_.join();
-}
-
-size_t nats_intake::held() const {
-  std::lock_guard lk(mu_);
-  return held_.size();
 }
 
 void nats_intake::reply(uint64_t tag, schemas::wire_bytes bytes) {

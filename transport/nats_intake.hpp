@@ -53,9 +53,6 @@ public:
   /// The publisher's tap: one event of a job, as sent on the PUB socket. Any thread.
   void on_event(const std::string& job_id, const schemas::wire_bytes& event, bool terminal);
 
-  /// Jobs held (fetched, not yet acked or Nak'ed): for tests and /metrics.
-  size_t held() const;
-
 private:
   struct held_job {
     nats_job_msg msg;
@@ -82,7 +79,7 @@ private:
   int64_t max_in_flight_;
   std::function<int64_t()> free_slots_;
   std::thread fetcher_, publisher_;
-  std::atomic<bool> stop_fetch_{false}, stop_{false}, started_{false};
+  std::atomic<bool> stop_fetch_{false}, stop_{false};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

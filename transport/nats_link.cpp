@@ -233,8 +233,6 @@ void nats_link::ensure_streams() {
   if (s != NATS_OK) throw nats_error("cannot bind to NATS consumer " + cfg_.consumer + ": " + why(s) + fix);
 }
 
-bool nats_link::connected() const { return natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED; }
-
 std::vector<nats_job_msg> nats_link::fetch(int batch, int64_t timeout_ms, std::string* error) {
   std::vector<nats_job_msg> out;
   natsMsgList list{nullptr, 0};

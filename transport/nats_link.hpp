@@ -69,7 +69,6 @@ public:
   struct async_errors;  // the failed asynchronous publishes (filled on nats.c's thread)
 
   const nats_config& config() const { return cfg_; }
-  bool connected() const;
 
   /// Up to `batch` job messages, waiting at most `timeout_ms`; empty on a timeout or while
   /// disconnected (`error` then says why, once per outage).
