@@ -23,6 +23,7 @@ struct request_state {
   std::unique_ptr<model::text_stream> text;
   std::vector<token_id> pending_ids;
   std::vector<float> pending_logprobs;
+  std::vector<std::vector<token_logprob>> pending_top;
   double last_token_s = -1.0;
   int32_t tokens_taken = 0;  // output tokens pushed into the text, up to a stop string
   std::optional<resume_info> resume;
@@ -57,8 +58,10 @@ std::optional<schemas::wire_bytes> take_tokens_event(request_state& st, bool fin
   ev.token_ids = std::move(st.pending_ids);
   ev.text = std::move(delta);
   if (st.job.logprobs) ev.logprobs = std::move(st.pending_logprobs);
+  if (st.job.top_logprobs > 0) ev.top_logprobs = std::move(st.pending_top);
   st.pending_ids.clear();
   st.pending_logprobs.clear();
+  st.pending_top.clear();
   return encode_next(st, ev);
 }
 
@@ -191,6 +194,7 @@ caf::result<void> on_tokens(self_ptr self, const token_batch& b) {
   for (size_t i = 0; i < b.tokens.size() && !st.text->stopped(); ++i) {
     st.pending_ids.push_back(b.tokens[i]);
     st.pending_logprobs.push_back(b.logprobs[i]);
+    if (st.job.top_logprobs > 0) st.pending_top.push_back(i < b.top.size() ? b.top[i] : std::vector<token_logprob>{});
     ++st.tokens_taken;
     if (st.text->push(b.tokens[i])) self->send(st.ctx.sched, s_stop_atom::value, st.sid);  // a stop string matched
   }

@@ -33,6 +33,19 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
     nats_intake_ = std::make_unique<transport::nats_intake>(
         std::make_shared<transport::nats_link>(o.nats), o.limits, o.sched.max_num_seqs,
         [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); });
+  if (o.http.port >= 0) {
+    transport::http_config hc = o.http;
+    hc.model_name = o.model_name;
+    hc.limits = o.limits;
+    // The health check: draining, or a failure that stops the server.
+    http_intake_ = std::make_unique<transport::http_intake>(
+        hc, [&tok](token_id t) { return tok.piece(t, /*special=*/true); },
+        [this]() -> std::optional<std::string> {
+          if (control_.stopping()) return "stopping: " + control_.why();
+          if (draining_.load()) return std::string("draining: no new jobs");
+          return std::nullopt;
+        });
+  }
   pub_ = pub_sock_->endpoint();
   router_ = router_intake_->endpoint();
   pull_ = pull_intake_->endpoint();
@@ -56,8 +69,11 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   publisher_config pc = o.pub;
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
-  if (nats_intake_)
-    pc.tap = [n = nats_intake_.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) { n->on_event(id, ev, terminal); };
+  if (nats_intake_ || http_intake_)
+    pc.tap = [n = nats_intake_.get(), h = http_intake_.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) {
+      if (n) n->on_event(id, ev, terminal);
+      if (h) h->on_event(id, ev);
+    };
   publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
   pub_sock_.reset();  // the publisher's thread is its only user from here on
   const front_context ctx{&tok, *scheduler_, *publisher_, &metrics_, o.model_name, &draining_, &live_requests_, o.journal != nullptr};
@@ -75,6 +91,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   router_intake_->start(*door_);
   pull_intake_->start(*door_);
   if (nats_intake_) nats_intake_->start(*door_);
+  if (http_intake_) http_intake_->start(*door_);
 }
 
 std::optional<std::string> runtime::render_metrics() {
@@ -105,6 +122,7 @@ int runtime::shutdown(double timeout_s) {
   router_intake_->stop();
   pull_intake_->stop();
   if (nats_intake_) nats_intake_->stop();  // the last events stored, unfinished jobs handed back
+  if (http_intake_) http_intake_->stop();  // every job ended: its handlers have answered
   if (http_) http_->stop();  // its handler asks the scheduler: stop it while the actors live
   caf::anon_send_exit(*front_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*publisher_, caf::exit_reason::user_shutdown);

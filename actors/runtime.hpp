@@ -20,6 +20,7 @@
 #include "engine/config.hpp"
 #include "engine/executor.hpp"
 #include "transport/curve.hpp"
+#include "transport/http_intake.hpp"
 #include "transport/metrics_http.hpp"
 #include "transport/nats_intake.hpp"
 #include "transport/zmq_intake.hpp"
@@ -41,6 +42,9 @@ struct runtime_options {
   /// throws transport::bind_error).
   int metrics_port = -1;
   std::string metrics_host = "127.0.0.1";
+  /// The OpenAI-compatible HTTP intake: port -1 off, 0 any free port (its model name and decode
+  /// limits are the runtime's).
+  transport::http_config http;
   /// The iteration trace (JSON Lines, one line per step); empty: off. An unwritable path makes
   /// the constructor throw trace_error.
   std::string trace_path;
@@ -76,6 +80,8 @@ public:
   runtime_control& control() { return control_; }
   /// "http://host:port/metrics", or "" when metrics_port is -1.
   std::string metrics_url() const { return http_ ? http_->url() : std::string(); }
+  /// The OpenAI-compatible HTTP intake's "http://host:port", or "" when off.
+  std::string http_endpoint() const { return http_intake_ ? http_intake_->endpoint() : std::string(); }
   /// The bound /metrics port (resolves 0), or -1 when off.
   int metrics_port() const { return http_ ? http_->port() : -1; }
   const recovery_counts& recovered() const { return recovered_; }
@@ -98,7 +104,8 @@ private:
   std::shared_ptr<transport::pub_socket> pub_sock_;  // bound here, then the publisher's alone
   std::unique_ptr<transport::router_intake> router_intake_;
   std::unique_ptr<transport::pull_intake> pull_intake_;
-  std::unique_ptr<transport::nats_intake> nats_intake_;  // NATS on: after the sockets, before the actors
+  std::unique_ptr<transport::nats_intake> nats_intake_;
+  std::unique_ptr<transport::http_intake> http_intake_;  // HTTP on: after the sockets, before the actors  // NATS on: after the sockets, before the actors
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;

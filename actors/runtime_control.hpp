@@ -26,6 +26,11 @@ public:
     cv_.wait(lk, [&] { return stopping_; });
     return exit_code_;
   }
+  /// request_stop() was called.
+  bool stopping() const {
+    std::lock_guard lk(mu_);
+    return stopping_;
+  }
   std::string why() const {
     std::lock_guard lk(mu_);
     return why_;

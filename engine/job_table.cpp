@@ -149,7 +149,7 @@ void job_table::update(const step_result& result, double now_s) { drain_schedule
 // then finishes, so a job's tokens always precede its end.
 void job_table::drain_scheduler_events(std::vector<seq_event> events, double now_s) {
   std::vector<seq_id> touched;
-  for (const auto& e : events) {
+  for (auto& e : events) {
     if (e.kind != event_kind::token) continue;
     ++counters_.completion_tokens_total;
     auto it = live_.find(e.id);
@@ -160,6 +160,7 @@ void job_table::drain_scheduler_events(std::vector<seq_event> events, double now
     if (job.pending.tokens.empty()) touched.push_back(e.id);
     job.pending.tokens.push_back(e.token);
     job.pending.logprobs.push_back(e.logprob);
+    job.pending.top.push_back(std::move(e.top));
     job.pending.times_s.push_back(now_s);
   }
   for (seq_id id : touched) {

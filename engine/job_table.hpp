@@ -44,6 +44,7 @@ struct job_times {
 struct token_batch {
   std::vector<token_id> tokens;
   std::vector<float> logprobs;
+  std::vector<std::vector<token_logprob>> top;  ///< per token; empty entries when none were asked for
   std::vector<double> times_s;
 };
 

@@ -7,7 +7,7 @@ step_result null_executor::step(const step_plan& plan) {
   r.step_id = plan.step_id;
   r.sampled.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)
-    if (s.sample) r.sampled.push_back({s.id, token_, 0.0f});
+    if (s.sample) r.sampled.push_back({s.id, token_, 0.0f, {}});
   return r;
 }
 

@@ -13,6 +13,8 @@ std::string sampling_params::validate() const {
     return "top_k must be >= 0 (0 = off)";
   if (!std::isfinite(min_p) || min_p < 0.0f || min_p > 1.0f)
     return "min_p must be in [0, 1] (0 = off)";
+  if (top_logprobs < 0 || top_logprobs > max_top_logprobs)
+    return "top_logprobs must be in [0, " + std::to_string(max_top_logprobs) + "]";
   return {};
 }
 

@@ -8,6 +8,9 @@
 
 namespace conveyor {
 
+/// Most alternatives a sampled token may report (OpenAI's limit).
+inline constexpr int32_t max_top_logprobs = 20;
+
 struct sampling_params {
   /// 0 means greedy (argmax, ties to the lowest id). Otherwise logits are divided by it.
   float temperature = 1.0f;
@@ -19,6 +22,9 @@ struct sampling_params {
   float min_p = 0.0f;
   /// The request's own seed: with (seed, position) the draw is fixed, whatever else runs.
   uint64_t seed = 0;
+  /// Report this many most likely tokens (under the unmodified distribution) with each sampled
+  /// one, in [0, max_top_logprobs]. Not part of the draw.
+  int32_t top_logprobs = 0;
 
   /// Returns an empty string when valid, else a message naming the field and the allowed range.
   std::string validate() const;

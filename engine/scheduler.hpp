@@ -46,6 +46,7 @@ struct seq_event {
   /// kind == token: the new token and its logprob.
   token_id token = 0;
   float logprob = 0.0f;
+  std::vector<token_logprob> top;
   /// kind == finished: why, and the job's usage.
   finish_reason reason = finish_reason::stop;
   int32_t num_prompt_tokens = 0;

@@ -125,6 +125,7 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
     e.id = seq->id();
     e.token = sampled->token;
     e.logprob = sampled->logprob;
+    e.top = sampled->top;
     outbox_.push_back(e);
     if (auto reason = check_stop(*seq, cfg_.max_model_len)) {
       retire(seq, *reason);

@@ -31,6 +31,9 @@ struct scheduled_seq {
   bool sample = false;
   /// How to sample (used only when `sample`).
   sampling_params sampling;
+  /// Structured outputs: the tokens the sequence's grammar allows next, a bitmask of
+  /// ceil(vocab/32) words (bit t%32 of word t/32 set = token t allowed). Empty: any token.
+  std::vector<uint32_t> allowed;
 };
 
 /// Everything the executor needs for one fused forward step.
@@ -46,6 +49,12 @@ struct step_plan {
   }
 };
 
+/// A token and its log-probability (top-logprobs alternatives).
+struct token_logprob {
+  token_id token = 0;
+  float logprob = 0.0f;
+};
+
 /// One sampled token.
 struct sampled_token {
   seq_id id = 0;
@@ -53,6 +62,9 @@ struct sampled_token {
   /// Natural log of the chosen token's probability under the unmodified distribution
   /// (softmax of the raw logits, before temperature and truncation).
   float logprob = 0.0f;
+  /// The sampling.top_logprobs most likely tokens under that distribution, most likely first
+  /// (ties: lower id first); empty when none were asked for.
+  std::vector<token_logprob> top;
 };
 
 /// What one step produced: one entry per sequence with `sample`, in plan order.

@@ -234,10 +234,27 @@ step_result cuda_executor::step(const step_plan& plan) {
   int32_t i = 0;
   for (const auto& s : plan.seqs) {
     if (!s.sample) continue;
-    r.sampled.push_back({s.id, host_ids_[static_cast<size_t>(i)], host_lp_[static_cast<size_t>(i)]});
+    r.sampled.push_back({s.id, host_ids_[static_cast<size_t>(i)], host_lp_[static_cast<size_t>(i)], {}});
+    if (!s.allowed.empty() || s.sampling.top_logprobs > 0) resample_on_host(s, i, r.sampled.back());
     ++i;
   }
   return r;
+}
+
+// Structured outputs and top logprobs: the row's logits come to the host and the CPU sampler
+// (the same pure function of logits, params and position) draws there. One vocab-sized copy per
+// such row and step; the device kernel samples every other row.
+void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out) {
+  const size_t V = static_cast<size_t>(cfg_.vocab_size);
+  host_row_.resize(V);
+  CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
+  const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+  if (!s.allowed.empty()) {
+    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, s.allowed);
+    out.token = d.token;
+    out.logprob = d.logprob;
+  }
+  model::top_logprobs(host_row_, s.sampling.top_logprobs, out.top, host_scratch_);
 }
 
 std::vector<float> cuda_executor::last_logits() const {

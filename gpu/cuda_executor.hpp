@@ -21,6 +21,7 @@
 #include "gpu/step_meta.hpp"
 #include "gpu/weights.hpp"
 #include "model/llama_config.hpp"
+#include "model/sampler.hpp"
 
 namespace conveyor::gpu {
 
@@ -58,6 +59,7 @@ public:
 private:
   void init(const model::gguf_file* f, const cuda_executor_options& o);
   void check_plan(const step_plan& plan) const;
+  void resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out);
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
   void forward(const step_shape& sh, const attn_split& split);
   attn_split eager_split(const step_shape& sh) const;
@@ -109,6 +111,8 @@ private:
   float* out_lp_ = nullptr;     // (S)
   std::vector<int32_t> host_ids_;
   std::vector<float> host_lp_;
+  std::vector<float> host_row_;             // resample_on_host: one row of logits
+  model::sampler_scratch host_scratch_;
   // KV pool: k then v, each (n_layer, num_blocks + 1, n_kv, block_size, hd) bf16; the last block
   // of each layer is the padding rows' sink, never handed to the scheduler.
   bf16* k_cache_ = nullptr;

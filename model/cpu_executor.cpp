@@ -132,12 +132,15 @@ step_result cpu_executor::step(const step_plan& plan) {
   for (const auto& s : plan.seqs)
     if (s.sample) sampled.push_back(&s);
   std::vector<sample_result> drawn(sampled.size());
+  std::vector<std::vector<token_logprob>> tops(sampled.size());
   scratch_.resize(static_cast<size_t>(pool_.size()));
   const auto draw = [&](int64_t k, int32_t thread) {
     const scheduled_seq& s = *sampled[static_cast<size_t>(k)];
     std::span<const float> lg(&logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
     const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch_[static_cast<size_t>(thread)]);
+    auto& scratch = scratch_[static_cast<size_t>(thread)];
+    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, s.allowed);
+    top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
   if (sampled.size() > 1) {
     pool_.parallel_for(static_cast<int64_t>(sampled.size()), draw);
@@ -146,7 +149,8 @@ step_result cpu_executor::step(const step_plan& plan) {
   }
   step_result r;
   r.step_id = plan.step_id;
-  for (size_t k = 0; k < sampled.size(); ++k) r.sampled.push_back({sampled[k]->id, drawn[k].token, drawn[k].logprob});
+  for (size_t k = 0; k < sampled.size(); ++k)
+    r.sampled.push_back({sampled[k]->id, drawn[k].token, drawn[k].logprob, std::move(tops[k])});
   return r;
 }
 

@@ -13,11 +13,28 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-float log_softmax_at(std::span<const float> logits, token_id id) {
+// log(sum(exp(logits))), computed around the maximum.
+double log_sum_exp(std::span<const float> logits) {
   const float mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;
   for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
-  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)] - mx) - std::log(sum));
+  return static_cast<double>(mx) + std::log(sum);
+}
+
+float log_softmax_at(std::span<const float> logits, token_id id) {
+  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_sum_exp(logits));
+}
+
+bool is_allowed(std::span<const uint32_t> allowed, size_t t) { return allowed.empty() || ((allowed[t / 32] >> (t % 32)) & 1u) != 0; }
+
+// True when the mask lets at least one token of the vocabulary through.
+bool allows_any(std::span<const uint32_t> allowed, size_t vocab) {
+  for (size_t w = 0; w * 32 < vocab && w < allowed.size(); ++w) {
+    const size_t bits = std::min<size_t>(32, vocab - w * 32);
+    const uint32_t live = bits == 32 ? ~0u : ((1u << bits) - 1u);
+    if (allowed[w] & live) return true;
+  }
+  return false;
 }
 
 } // namespace
@@ -28,17 +45,19 @@ double sample_coin(uint64_t seed, int64_t position) {
 }
 
 sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
-                           sampler_scratch& scratch) {
+                           sampler_scratch& scratch, std::span<const uint32_t> allowed) {
+  if (!allowed.empty() && (allowed.size() * 32 < logits.size() || !allows_any(allowed, logits.size()))) allowed = {};
   if (p.temperature == 0.0f) {
-    token_id best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-      if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<token_id>(i);
-    return {best, log_softmax_at(logits, best)};
+    size_t best = logits.size();
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (is_allowed(allowed, i) && (best == logits.size() || logits[i] > logits[best])) best = i;
+    return {static_cast<token_id>(best), log_softmax_at(logits, static_cast<token_id>(best))};
   }
   auto& cand = scratch.cand;
   cand.clear();
   const float inv_t = 1.0f / p.temperature;
-  for (size_t i = 0; i < logits.size(); ++i) cand.emplace_back(logits[i] * inv_t, static_cast<token_id>(i));
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (is_allowed(allowed, i)) cand.emplace_back(logits[i] * inv_t, static_cast<token_id>(i));
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   size_t n = cand.size();
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
@@ -79,6 +98,19 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
     }
   }
   return {chosen, log_softmax_at(logits, chosen)};
+}
+
+void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {
+  out.clear();
+  if (n <= 0 || logits.empty()) return;
+  auto& cand = scratch.cand;
+  cand.clear();
+  for (size_t i = 0; i < logits.size(); ++i) cand.emplace_back(logits[i], static_cast<token_id>(i));
+  const size_t k = std::min(static_cast<size_t>(n), cand.size());
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  const double lse = log_sum_exp(logits);
+  for (size_t i = 0; i < k; ++i) out.push_back({cand[i].second, static_cast<float>(static_cast<double>(cand[i].first) - lse)});
 }
 
 } // namespace conveyor::model

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/sampling_params.hpp"
+#include "engine/step.hpp"
 #include "engine/types.hpp"
 
 namespace conveyor::model {
@@ -30,7 +31,13 @@ struct sampler_scratch {
 /// Greedy when temperature == 0 (ties go to the lowest id). Otherwise, in order: divide by
 /// temperature, keep the top_k most likely, keep the smallest nucleus reaching top_p, drop those
 /// below min_p x the best probability, renormalise and draw with sample_coin(seed, position).
+/// `allowed` (structured outputs), when not empty, is a bitmask of ceil(vocab/32) words: token t
+/// may be drawn only if bit t%32 of word t/32 is set; the steps above run over those tokens
+/// alone. A mask that allows nothing is ignored (the caller's constraint then refuses the token).
 sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
-                           sampler_scratch& scratch);
+                           sampler_scratch& scratch, std::span<const uint32_t> allowed = {});
+
+/// The `n` most likely tokens under softmax(raw logits), most likely first (ties: lower id).
+void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch);
 
 } // namespace conveyor::model

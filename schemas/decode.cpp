@@ -72,6 +72,32 @@ prompt_input read_input(const field_map& f, const decode_limits& limits) {
   return messages;
 }
 
+// {"type":"json_object"} | {"type":"json_schema","schema":S} | {"type":"regex","pattern":S} |
+// {"type":"grammar","grammar":S}; the texts are checked when the grammar compiles.
+response_format read_format(const field_map& f) {
+  std::string type;
+  if (!f.read("type", type)) refuse(f.name("type"), f.name("type") + " is required: json_object, json_schema, regex or grammar");
+  response_format rf;
+  const auto need = [&f](std::string_view key, std::string& out) {
+    if (!f.read(key, out) || out.empty()) refuse(f.name(key), f.name(key) + " is required (a non-empty string)");
+  };
+  if (type == "json_object") {
+    rf.type = response_format::kind::json_object;
+  } else if (type == "json_schema") {
+    rf.type = response_format::kind::json_schema;
+    need("schema", rf.spec);
+  } else if (type == "regex") {
+    rf.type = response_format::kind::regex;
+    need("pattern", rf.spec);
+  } else if (type == "grammar") {
+    rf.type = response_format::kind::grammar;
+    need("grammar", rf.spec);
+  } else {
+    refuse(f.name("type"), f.name("type") + " must be json_object, json_schema, regex or grammar");
+  }
+  return rf;
+}
+
 submit_request read_submit(const field_map& f, const decode_limits& limits) {
   submit_request r;
   r.id = read_id(f);
@@ -95,7 +121,10 @@ submit_request read_submit(const field_map& f, const decode_limits& limits) {
   if (f.read_int("priority", v, int32_min, int32_max)) r.priority = static_cast<int32_t>(v);
   if (f.read_int("deadline_ms", v, 1, std::numeric_limits<int64_t>::max())) r.deadline_ms = v;
   f.read("logprobs", r.logprobs);
+  if (f.read_int("top_logprobs", v, 0, max_top_logprobs)) r.top_logprobs = static_cast<int32_t>(v);
+  if (r.top_logprobs > 0) r.logprobs = true;
   f.read("stream", r.stream);
+  if (const msgpack::object* rf = f.find("response_format")) r.format = read_format(field_map(*rf, "response_format."));
   return r;
 }
 
@@ -173,6 +202,16 @@ decode_result decode_request(std::span<const uint8_t> frame, const decode_limits
   }
 }
 
+const char* to_string(response_format::kind k) {
+  switch (k) {
+    case response_format::kind::json_object: return "json_object";
+    case response_format::kind::json_schema: return "json_schema";
+    case response_format::kind::regex: return "regex";
+    case response_format::kind::grammar: return "grammar";
+  }
+  return "json_object";
+}
+
 sampling_params submit_request::to_sampling_params(uint64_t fallback_seed) const {
   sampling_params p;
   p.temperature = temperature;
@@ -180,6 +219,7 @@ sampling_params submit_request::to_sampling_params(uint64_t fallback_seed) const
   p.top_k = top_k;
   p.min_p = min_p;
   p.seed = seed.value_or(fallback_seed);
+  p.top_logprobs = top_logprobs;
   return p;
 }
 

@@ -24,13 +24,24 @@ wire_bytes encode(const accepted_event& e) {
 
 wire_bytes encode(const tokens_event& e) {
   map_packer p;
-  head(p, e.logprobs ? 6 : 5, e.id, e.seq, "tokens");
+  head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0), e.id, e.seq, "tokens");
   p.str("token_ids").array(static_cast<uint32_t>(e.token_ids.size()));
   for (token_id t : e.token_ids) p.pk().pack(t);
   p.kv("text", e.text);
   if (e.logprobs) {
     p.str("logprobs").array(static_cast<uint32_t>(e.logprobs->size()));
     for (float lp : *e.logprobs) p.f64(lp);
+  }
+  if (e.top_logprobs) {
+    p.str("top_logprobs").array(static_cast<uint32_t>(e.top_logprobs->size()));
+    for (const auto& alts : *e.top_logprobs) {
+      p.pk().pack_array(static_cast<uint32_t>(alts.size()));
+      for (const auto& a : alts) {
+        p.pk().pack_array(2);
+        p.pk().pack(a.token);
+        p.f64(a.logprob);
+      }
+    }
   }
   return p.take();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/request.hpp"
+#include "engine/step.hpp"
 #include "engine/types.hpp"
 #include "schemas/protocol.hpp"
 
@@ -29,6 +30,8 @@ struct tokens_event {
   std::vector<token_id> token_ids;
   std::string text;
   std::optional<std::vector<float>> logprobs;
+  /// Per token, its most likely alternatives [[id, logprob], ...] (the job's top_logprobs > 0).
+  std::optional<std::vector<std::vector<token_logprob>>> top_logprobs;
 };
 
 /// The `usage` map of a done event.

@@ -27,6 +27,16 @@ struct chat_message {
 /// template by the server) or prompt token ids. Never empty once decoded.
 using prompt_input = std::variant<std::string, std::vector<chat_message>, std::vector<token_id>>;
 
+/// A constraint on the output (structured outputs): the text must follow it. `spec` is the JSON
+/// schema's text (json_schema), the regular expression (regex) or the EBNF grammar (grammar);
+/// empty for json_object (any JSON object).
+struct response_format {
+  enum class kind { json_object, json_schema, regex, grammar };
+  kind type = kind::json_object;
+  std::string spec;
+};
+const char* to_string(response_format::kind k);
+
 /// {"op":"submit", ...}: run one generation job. Defaults are the protocol's.
 struct submit_request {
   /// The producer's job id (valid_id()); also names the topic "job/<id>/".
@@ -57,6 +67,11 @@ struct submit_request {
   std::optional<int64_t> deadline_ms;
   /// Send each output token's log-probability in `tokens` events.
   bool logprobs = false;
+  /// With each token also its `top_logprobs` most likely alternatives, in [0, 20] (> 0 sets
+  /// logprobs).
+  int32_t top_logprobs = 0;
+  /// The output must follow this (absent: free text).
+  std::optional<response_format> format;
   /// false: only the `accepted` and the terminal event are published (no `tokens` events).
   bool stream = true;
 

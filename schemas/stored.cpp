@@ -11,7 +11,7 @@ using detail::map_packer;
 
 wire_bytes encode(const submit_request& j) {
   map_packer p;
-  const uint32_t n = 15 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0);
+  const uint32_t n = 16 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0) + (j.format ? 1 : 0);
   p.map(n).kv("op", "submit").kv("id", j.id);
   if (auto* text = std::get_if<std::string>(&j.input)) {
     p.kv("prompt", *text);
@@ -32,7 +32,14 @@ wire_bytes encode(const submit_request& j) {
   for (token_id t : j.stop_token_ids) p.pk().pack(t);
   p.kv("ignore_eos", j.ignore_eos).kv("min_tokens", j.min_tokens).kv("priority", j.priority);
   if (j.deadline_ms) p.kv("deadline_ms", *j.deadline_ms);
-  p.kv("logprobs", j.logprobs).kv("stream", j.stream);
+  p.kv("logprobs", j.logprobs).kv("top_logprobs", j.top_logprobs).kv("stream", j.stream);
+  if (j.format) {
+    const bool has_spec = j.format->type != response_format::kind::json_object;
+    p.str("response_format").map(has_spec ? 2 : 1).kv("type", to_string(j.format->type));
+    if (j.format->type == response_format::kind::json_schema) p.kv("schema", j.format->spec);
+    if (j.format->type == response_format::kind::regex) p.kv("pattern", j.format->spec);
+    if (j.format->type == response_format::kind::grammar) p.kv("grammar", j.format->spec);
+  }
   return p.take();
 }
 
@@ -53,6 +60,50 @@ std::optional<finish_reason> reason_from(std::string_view s) {
   return std::nullopt;
 }
 
+// One event map (corrupt or unknown: nullopt).
+std::optional<event_summary> summarize_object(const msgpack::object& o) {
+  event_summary s;
+  const msgpack::object* kind = find(o, "kind");
+  const msgpack::object* seq = find(o, "seq");
+  if (!kind || kind->type != msgpack::type::STR || !seq) return std::nullopt;
+  s.kind.assign(kind->via.str.ptr, kind->via.str.size);
+  s.seq = seq->as<uint64_t>();
+  const auto str = [&o](std::string_view key, std::string& out) {
+    if (const msgpack::object* v = find(o, key); v && v->type == msgpack::type::STR) out.assign(v->via.str.ptr, v->via.str.size);
+  };
+  if (s.kind == "tokens") {
+    const msgpack::object* ids = find(o, "token_ids");
+    if (!ids) return std::nullopt;
+    s.token_ids = ids->as<std::vector<token_id>>();
+    str("text", s.text);
+    if (const msgpack::object* lp = find(o, "logprobs")) s.logprobs = lp->as<std::vector<float>>();
+    if (const msgpack::object* top = find(o, "top_logprobs"); top && top->type == msgpack::type::ARRAY) {
+      for (uint32_t i = 0; i < top->via.array.size; ++i) {
+        std::vector<token_logprob> alts;
+        for (const auto& pair : top->via.array.ptr[i].as<std::vector<std::pair<token_id, float>>>()) alts.push_back({pair.first, pair.second});
+        s.top_logprobs.push_back(std::move(alts));
+      }
+    }
+  } else if (s.kind == "error") {
+    str("code", s.error_code);
+    str("message", s.message);
+  } else if (s.kind == "done") {
+    str("text", s.text);
+    const msgpack::object* r = find(o, "finish_reason");
+    if (!r || r->type != msgpack::type::STR) return std::nullopt;
+    s.reason = reason_from(std::string_view(r->via.str.ptr, r->via.str.size));
+    if (!s.reason) return std::nullopt;
+    if (const msgpack::object* u = find(o, "usage")) {
+      if (const auto* p = find(*u, "prompt_tokens")) s.prompt_tokens = p->as<int64_t>();
+      if (const auto* c = find(*u, "completion_tokens")) s.completion_tokens = c->as<int64_t>();
+      if (const auto* c = find(*u, "cached_tokens")) s.cached_tokens = c->as<int64_t>();
+    }
+  } else if (s.kind != "accepted") {
+    return std::nullopt;
+  }
+  return s;
+}
+
 } // namespace
 
 std::optional<event_summary> summarize_event(std::span<const uint8_t> event) {
@@ -61,34 +112,32 @@ std::optional<event_summary> summarize_event(std::span<const uint8_t> event) {
     // are at most a few MB, their arrays at most a step's tokens.
     const msgpack::unpack_limit limit(1u << 20, 64, 1u << 26, 1u << 26, 1u << 26, 8);
     msgpack::object_handle h = msgpack::unpack(reinterpret_cast<const char*>(event.data()), event.size(), nullptr, nullptr, limit);
-    const msgpack::object& o = h.get();
-    event_summary s;
-    const msgpack::object* kind = find(o, "kind");
-    const msgpack::object* seq = find(o, "seq");
-    if (!kind || kind->type != msgpack::type::STR || !seq) return std::nullopt;
-    s.kind.assign(kind->via.str.ptr, kind->via.str.size);
-    s.seq = seq->as<uint64_t>();
-    if (s.kind == "tokens") {
-      const msgpack::object* ids = find(o, "token_ids");
-      if (!ids) return std::nullopt;
-      s.token_ids = ids->as<std::vector<token_id>>();
-    } else if (s.kind == "done") {
-      const msgpack::object* r = find(o, "finish_reason");
-      if (!r || r->type != msgpack::type::STR) return std::nullopt;
-      s.reason = reason_from(std::string_view(r->via.str.ptr, r->via.str.size));
-      if (!s.reason) return std::nullopt;
-      if (const msgpack::object* u = find(o, "usage")) {
-        if (const auto* p = find(*u, "prompt_tokens")) s.prompt_tokens = p->as<int64_t>();
-        if (const auto* c = find(*u, "completion_tokens")) s.completion_tokens = c->as<int64_t>();
-      }
-    } else if (s.kind != "accepted" && s.kind != "error") {
-      return std::nullopt;
-    }
-    return s;
+    return summarize_object(h.get());
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
+
+std::optional<fetch_summary> summarize_fetch_reply(std::span<const uint8_t> reply) {
+  try {
+    const msgpack::unpack_limit limit(1u << 20, 64, 1u << 28, 1u << 28, 1u << 28, 10);
+    msgpack::object_handle h = msgpack::unpack(reinterpret_cast<const char*>(reply.data()), reply.size(), nullptr, nullptr, limit);
+    const msgpack::object* events = find(h.get(), "events");
+    const msgpack::object* complete = find(h.get(), "complete");
+    if (!events || events->type != msgpack::type::ARRAY || !complete || complete->type != msgpack::type::BOOLEAN) return std::nullopt;
+    fetch_summary f;
+    f.complete = complete->via.boolean;
+    for (uint32_t i = 0; i < events->via.array.size; ++i) {
+      auto ev = summarize_object(events->via.array.ptr[i]);
+      if (!ev) return std::nullopt;
+      f.events.push_back(std::move(*ev));
+    }
+    return f;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 
 std::optional<reply_summary> summarize_reply(std::span<const uint8_t> reply) {
   try {

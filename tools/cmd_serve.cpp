@@ -126,6 +126,8 @@ int run_serve(const serve_options& o) {
     spdlog::warn("conveyor serve: journal off (--no-journal): a crash loses every accepted job that has not finished");
   }
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
+  if (!rt.http_endpoint().empty())
+    spdlog::info("conveyor serve: OpenAI-compatible HTTP at {}/v1 (model name '{}')", rt.http_endpoint(), ro.model_name);
   if (ro.curve.enabled()) {
     spdlog::info("conveyor serve: CURVE on (ROUTER, PULL, PUB); server public key {}; {} authorized client keys",
                  ro.curve.public_key, ro.curve.authorized.size());

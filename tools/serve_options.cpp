@@ -49,6 +49,16 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--metrics-port,--metrics_port", metrics_port, "Serve Prometheus text at http://HOST:PORT/metrics (-1: off, 0: any free port)")
       ->capture_default_str();
   cmd.add_option("--metrics-host,--metrics_host", metrics_host, "Address the /metrics endpoint listens on")->capture_default_str();
+  cmd.add_option("--http-port,--http_port", http_port,
+                 "OpenAI-compatible HTTP (/v1/chat/completions, /v1/completions, /v1/models, /health) on this port (-1: off, 0: any free port)")
+      ->capture_default_str();
+  cmd.add_option("--http-host,--http_host", http_host, "Address the HTTP intake listens on")->capture_default_str();
+  cmd.add_option("--http-threads,--http_threads", http_threads, "HTTP connections served at once (each open request holds one)")
+      ->capture_default_str();
+  cmd.add_option("--http-max-body,--http_max_body", http_max_body, "Largest HTTP request body in bytes (a longer one gets 400)")
+      ->capture_default_str();
+  cmd.add_option("--served-model-name,--served_model_name", served_model_name,
+                 "The model's name in HTTP requests and /v1/models (default: the model file's name)");
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
   cmd.add_flag("--journal,!--no-journal", journal, "Journal every accepted job and event (SQLite) so a crash loses none; --no-journal: off")
       ->capture_default_str();
@@ -135,6 +145,10 @@ std::string serve_options::validate() const {
   if (num_kv_blocks < 0) return "num_kv_blocks must be >= 0 (0: derived from kv_cache_bytes)";
   if (worker_threads < 0 || worker_threads > 64) return "worker_threads must be in 0..64 (0: the cores minus one)";
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
+  if (http_port < -1 || http_port > 65535) return "http_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
+  if (http_threads < 1 || http_threads > 4096) return "http_threads must be in 1..4096, not " + std::to_string(http_threads);
+  if (http_max_body < 1024 || http_max_body > (int64_t{1} << 30))
+    return "http_max_body must be in 1024..1073741824 bytes, not " + std::to_string(http_max_body);
   if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return "gpu_memory_utilization must be in (0, 1]";
   if (kv_cache_bytes < 0) return "kv_cache_bytes must be >= 0 (0: sized from the model and the machine)";
@@ -171,13 +185,17 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.router_ep = router;
   r.pub_ep = pub;
   r.pull_ep = pull;
-  r.model_name = std::filesystem::path(model_path).filename().string();
+  r.model_name = served_model_name.empty() ? std::filesystem::path(model_path).filename().string() : served_model_name;
   // One core is left to the threads that must answer at once (intakes, front, scheduler,
   // executor, publisher): with every core tokenizing a burst, a status waited for the OS
   // scheduler (docs/benchmarks.md "Front door").
   r.worker_threads = worker_threads > 0 ? worker_threads : std::max(1, static_cast<int>(model::usable_cores()) - 1);
   r.metrics_port = metrics_port;
   r.metrics_host = metrics_host;
+  r.http.port = http_port;
+  r.http.host = http_host;
+  r.http.threads = http_threads;
+  r.http.max_body_bytes = static_cast<size_t>(http_max_body);
   r.trace_path = trace;
   r.pub.retention_s = retention_s;
   r.poison_after = poison_after;

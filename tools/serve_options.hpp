@@ -41,6 +41,11 @@ struct serve_options {
   int32_t worker_threads = 0;  ///< CAF workers; 0: the cores minus one (at least 1)
   int32_t metrics_port = -1;                ///< Prometheus /metrics: -1 off, 0 any free port
   std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on
+  int32_t http_port = -1;                  ///< OpenAI-compatible HTTP: -1 off, 0 any free port
+  std::string http_host = "127.0.0.1";     ///< address the HTTP intake listens on
+  int32_t http_threads = 64;               ///< HTTP connections served at once
+  int64_t http_max_body = 8 << 20;         ///< largest HTTP request body in bytes
+  std::string served_model_name;           ///< the model's name in HTTP (/v1/models); empty: the file's name
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string curve_secret_key;  ///< the server's NAME.key from `conveyor keygen`; empty: CURVE off
   std::string authorized_keys;   ///< client public keys allowed to connect, one per line

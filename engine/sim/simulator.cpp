@@ -67,7 +67,7 @@ sim_result run_simulation(const sim_config& cfg, const std::vector<sim_request>&
     step_result result;
     result.step_id = plan.step_id;
     for (const scheduled_seq& s : plan.seqs)
-      if (s.sample) result.sampled.push_back({s.id, /*token=*/1, /*logprob=*/0.0f});
+      if (s.sample) result.sampled.push_back({s.id, /*token=*/1, /*logprob=*/0.0f, {}});
     record(sched.update(result, now), now);
 
     ++out.num_steps;

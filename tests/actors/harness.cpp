@@ -125,7 +125,7 @@ step_result scripted_executor::step(const step_plan& plan) {
     seen.insert(s.id);
     if (!s.sample) continue;
     const int k = sampled[s.id]++;
-    r.sampled.push_back({s.id, static_cast<token_id>('a' + k % 26), -0.5f});
+    r.sampled.push_back({s.id, static_cast<token_id>('a' + k % 26), -0.5f, {}});
   }
   return r;
 }

@@ -58,7 +58,7 @@ struct churn {
     result.step_id = plan.step_id;
     result.sampled.reserve(plan.seqs.size());
     for (const scheduled_seq& s : plan.seqs)
-      if (s.sample) result.sampled.push_back({s.id, 1, 0.0f});
+      if (s.sample) result.sampled.push_back({s.id, 1, 0.0f, {}});
     now += 0.01;
     size_t finished = 0;
     if (!plan.seqs.empty())

@@ -45,7 +45,7 @@ inline step_result fake_step(const step_plan& plan, token_id token = 7) {
   step_result result;
   result.step_id = plan.step_id;
   for (const scheduled_seq& s : plan.seqs)
-    if (s.sample) result.sampled.push_back({s.id, token, -0.5f});
+    if (s.sample) result.sampled.push_back({s.id, token, -0.5f, {}});
   return result;
 }
 

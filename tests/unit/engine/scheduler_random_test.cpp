@@ -100,7 +100,7 @@ void run_seed(uint64_t seed) {
         BOOST_TEST(covered >= p.num_computed_tokens + p.tokens.size());
         if (std::find(started.begin(), started.end(), p.id) == started.end())
           started.push_back(p.id);
-        if (p.sample) result.sampled.push_back({p.id, pick(rng, 0, 9), -1.0f});
+        if (p.sample) result.sampled.push_back({p.id, pick(rng, 0, 9), -1.0f, {}});
       }
       if (!plan.seqs.empty()) {
         auto more = s.update(result, now);

@@ -27,7 +27,7 @@ void check(const std::string& section, const std::string& name, const wire_bytes
 }
 
 tokens_event tokens_with_logprobs() {
-  return {"job-1", 2, {1917}, " world", std::vector<float>{-0.5f}};
+  return {"job-1", 2, {1917}, " world", std::vector<float>{-0.5f}, std::nullopt};
 }
 
 done_event done_stop() {
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(fetch_splices_already_encoded_events) {
 
 BOOST_AUTO_TEST_CASE(events_match_the_vectors) {
   check("events", "event_accepted", encode(accepted_event{"job-1", 0}));
-  check("events", "event_tokens", encode(tokens_event{"job-1", 1, {9906, 11}, "Hello,", std::nullopt}));
+  check("events", "event_tokens", encode(tokens_event{"job-1", 1, {9906, 11}, "Hello,", std::nullopt, std::nullopt}));
   check("events", "event_tokens_logprobs", encode(tokens_with_logprobs()));
   check("events", "event_done_stop", encode(done_stop()));
   check("events", "event_done_cancelled_before_first_token",

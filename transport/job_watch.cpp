@@ -1,0 +1,113 @@
+#include "transport/job_watch.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace conveyor::transport {
+
+void job_watch::add(schemas::event_summary ev) {
+  {
+    std::lock_guard lk(mu_);
+    if (ev.seq < next_ || held_.contains(ev.seq)) return;
+    const uint64_t seq = ev.seq;
+    held_.emplace(seq, std::move(ev));
+  }
+  cv_.notify_all();
+}
+
+void job_watch::set_reply(schemas::wire_bytes bytes) {
+  {
+    std::lock_guard lk(mu_);
+    reply_ = std::move(bytes);
+  }
+  cv_.notify_all();
+}
+
+void job_watch::close() {
+  {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::optional<schemas::wire_bytes> job_watch::wait_reply() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return reply_.has_value() || closed_; });
+  if (!reply_) return std::nullopt;
+  std::optional<schemas::wire_bytes> out = std::move(reply_);
+  reply_.reset();
+  return out;
+}
+
+std::optional<schemas::event_summary> job_watch::next(int64_t for_ms) {
+  std::unique_lock lk(mu_);
+  const auto ready = [&] { return closed_ || (!held_.empty() && held_.begin()->first == next_); };
+  if (for_ms < 0) cv_.wait(lk, ready);
+  else cv_.wait_for(lk, std::chrono::milliseconds(for_ms), ready);
+  if (held_.empty() || held_.begin()->first != next_) return std::nullopt;
+  auto node = held_.extract(held_.begin());
+  ++next_;
+  return std::move(node.mapped());
+}
+
+bool job_watch::closed() const {
+  std::lock_guard lk(mu_);
+  return closed_;
+}
+
+uint64_t job_watch::next_seq() const {
+  std::lock_guard lk(mu_);
+  return next_;
+}
+
+std::pair<std::shared_ptr<job_watch>, uint64_t> watch_registry::watch(const std::string& job_id) {
+  auto w = std::make_shared<job_watch>();
+  std::lock_guard lk(mu_);
+  const uint64_t tag = next_tag_++;
+  if (closed_) w->close();
+  by_id_[job_id].emplace_back(tag, w);
+  by_tag_.emplace(tag, w);
+  return {w, tag};
+}
+
+void watch_registry::unwatch(const std::string& job_id, uint64_t tag) {
+  std::lock_guard lk(mu_);
+  by_tag_.erase(tag);
+  auto it = by_id_.find(job_id);
+  if (it == by_id_.end()) return;
+  std::erase_if(it->second, [tag](const auto& p) { return p.first == tag; });
+  if (it->second.empty()) by_id_.erase(it);
+}
+
+void watch_registry::reply(uint64_t tag, schemas::wire_bytes bytes) {
+  std::shared_ptr<job_watch> w;
+  {
+    std::lock_guard lk(mu_);
+    auto it = by_tag_.find(tag);
+    if (it == by_tag_.end()) return;
+    w = it->second;
+  }
+  w->set_reply(std::move(bytes));
+}
+
+void watch_registry::event(const std::string& job_id, const schemas::wire_bytes& event) {
+  std::vector<std::shared_ptr<job_watch>> ws;
+  {
+    std::lock_guard lk(mu_);
+    auto it = by_id_.find(job_id);
+    if (it == by_id_.end()) return;
+    for (const auto& p : it->second) ws.push_back(p.second);
+  }
+  auto ev = schemas::summarize_event(event);
+  if (!ev) return;
+  for (size_t i = 0; i < ws.size(); ++i) ws[i]->add(i + 1 == ws.size() ? std::move(*ev) : *ev);
+}
+
+void watch_registry::close_all() {
+  std::lock_guard lk(mu_);
+  closed_ = true;
+  for (auto& [tag, w] : by_tag_) w->close();
+}
+
+} // namespace conveyor::transport

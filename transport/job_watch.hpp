@@ -1,0 +1,71 @@
+// Jobs an HTTP request waits on. An HTTP handler thread registers a watch for its job id before
+// it submits, so no event can be missed; the publisher's tap (any job event, as it is sent) and
+// the intake's reply channel (the answer to the submit, or to a fetch) feed the watch; the
+// handler pops events in seq order, each once, whether they came live or from a fetch.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "schemas/protocol.hpp"
+#include "schemas/stored.hpp"
+
+namespace conveyor::transport {
+
+class job_watch {
+public:
+  /// Adds one event (live or fetched); one already popped or already held is dropped.
+  void add(schemas::event_summary ev);
+  /// The answer to the request tagged for this watch.
+  void set_reply(schemas::wire_bytes bytes);
+  /// Wakes the waiter for good: the intake is stopping.
+  void close();
+
+  /// Waits for the reply (nullopt: closed first).
+  std::optional<schemas::wire_bytes> wait_reply();
+  /// Waits for the next event in seq order (nullopt: closed first, or `for_ms` passed when >= 0).
+  std::optional<schemas::event_summary> next(int64_t for_ms = -1);
+  /// The seq the next popped event will have.
+  uint64_t next_seq() const;
+  /// close() was called.
+  bool closed() const;
+
+private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<schemas::wire_bytes> reply_;
+  std::map<uint64_t, schemas::event_summary> held_;
+  uint64_t next_ = 0;
+  bool closed_ = false;
+};
+
+/// Watches by job id and by reply tag. Thread-safe.
+class watch_registry {
+public:
+  /// A new watch on `job_id` and the tag its requests' replies carry.
+  std::pair<std::shared_ptr<job_watch>, uint64_t> watch(const std::string& job_id);
+  /// Ends a watch (the handler is done with it).
+  void unwatch(const std::string& job_id, uint64_t tag);
+  /// A reply for `tag` (a request of a watch that ended is dropped).
+  void reply(uint64_t tag, schemas::wire_bytes bytes);
+  /// An event of `job_id`: decoded only when someone watches that job.
+  void event(const std::string& job_id, const schemas::wire_bytes& event);
+  /// Closes every watch, now and from now on.
+  void close_all();
+
+private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::vector<std::pair<uint64_t, std::shared_ptr<job_watch>>>> by_id_;
+  std::unordered_map<uint64_t, std::shared_ptr<job_watch>> by_tag_;
+  uint64_t next_tag_ = 1;
+  bool closed_ = false;
+};
+
+} // namespace conveyor::transport

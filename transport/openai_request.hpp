@@ -1,0 +1,49 @@
+// OpenAI-compatible request bodies (/v1/completions, /v1/chat/completions) read into the
+// protocol's submit_request, with every field checked: a wrong type, a value out of range, an
+// unknown field or one conveyor does not support is refused with the field's name. Pure: JSON in,
+// struct or error out (nlohmann::json inside the .cpp only). The same rules serve the HTTP
+// intake and the Batch file format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "schemas/requests.hpp"
+
+namespace conveyor::transport {
+
+/// Which endpoint a body was sent to.
+enum class openai_endpoint { completions, chat_completions };
+
+/// A refused request, as OpenAI's error object: {"error":{"message","type","param","code"}}.
+struct openai_error {
+  int status = 400;                             ///< the HTTP status
+  std::string message;
+  std::string type = "invalid_request_error";   ///< OpenAI's error type
+  std::string param;                            ///< the offending field ("" when none)
+  std::string code;                             ///< conveyor's error code ("bad_request", ...)
+};
+
+/// The error object's JSON text.
+std::string to_json(const openai_error& e);
+
+/// One request read from its body: the job (its id left empty for the caller) and how to answer.
+struct openai_request {
+  openai_endpoint endpoint = openai_endpoint::chat_completions;
+  schemas::submit_request job;
+  std::string model;           ///< as the request named it (echoed in responses)
+  bool stream = false;         ///< server-sent events
+  bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
+  bool logprobs = false;       ///< chat: logprobs; completions: logprobs given (an int)
+  int32_t top_logprobs = 0;    ///< chat: top_logprobs; completions: logprobs's value
+};
+
+/// Reads one body. `served_model` is the model this server runs: a request naming another one is
+/// refused (404, as OpenAI does); an absent or empty model means it. Never throws.
+std::variant<openai_request, openai_error> parse_openai_request(std::string_view body, openai_endpoint endpoint,
+                                                                const std::string& served_model,
+                                                                const schemas::decode_limits& limits = {});
+
+} // namespace conveyor::transport

@@ -1,0 +1,147 @@
+#include "transport/openai_response.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace conveyor::transport {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_chat(const openai_context& c) { return c.req->endpoint == openai_endpoint::chat_completions; }
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string response_id(const openai_context& c) { return (is_chat(c) ? "chatcmpl-" : "cmpl-") + c.job_id; }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+  return b;
+}
+
+// Chat logprobs entries ({"token","logprob","bytes","top_logprobs"}) for one tokens event.
+void chat_logprobs(const openai_context& c, const schemas::event_summary& ev, json& content) {
+  for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+    const std::string tok = c.piece(ev.token_ids[i]);
+    json alts = json::array();
+    if (i < ev.top_logprobs.size())
+      for (const auto& a : ev.top_logprobs[i]) {
+        const std::string at = c.piece(a.token);
+        alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", bytes_of(at)}});
+      }
+    content.push_back({{"token", tok}, {"logprob", i < ev.logprobs.size() ? ev.logprobs[i] : 0.0f}, {"bytes", bytes_of(tok)}, {"top_logprobs", alts}});
+  }
+}
+
+// Completions logprobs ({"tokens","token_logprobs","top_logprobs","text_offset"}) for one event;
+// `offset` is the text's length before it.
+void completion_logprobs(const openai_context& c, const schemas::event_summary& ev, json& lp, size_t& offset) {
+  for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+    const std::string tok = c.piece(ev.token_ids[i]);
+    lp["tokens"].push_back(tok);
+    lp["token_logprobs"].push_back(i < ev.logprobs.size() ? ev.logprobs[i] : 0.0f);
+    lp["text_offset"].push_back(offset);
+    offset += tok.size();
+    json alts = json::object();
+    if (i < ev.top_logprobs.size())
+      for (const auto& a : ev.top_logprobs[i]) alts[c.piece(a.token)] = a.logprob;
+    lp["top_logprobs"].push_back(c.req->top_logprobs > 0 ? alts : json(nullptr));
+  }
+}
+
+json empty_completion_logprobs() {
+  return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+}
+
+json usage(const schemas::event_summary& done) {
+  return {{"prompt_tokens", done.prompt_tokens},
+          {"completion_tokens", done.completion_tokens},
+          {"total_tokens", done.prompt_tokens + done.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+}
+
+json chunk_head(const openai_context& c) {
+  return {{"id", response_id(c)}, {"object", is_chat(c) ? "chat.completion.chunk" : "text_completion"}, {"created", c.created}, {"model", c.req->model}};
+}
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+} // namespace
+
+std::string openai_finish_reason(finish_reason r) { return to_string(r); }
+
+std::string render_completion(const openai_context& c, const std::vector<schemas::event_summary>& tokens, const schemas::event_summary& done) {
+  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(done.reason.value_or(finish_reason::stop))}};
+  json logprobs = nullptr;
+  if (is_chat(c)) {
+    choice["message"] = {{"role", "assistant"}, {"content", done.text}};
+    if (c.req->logprobs) {
+      json content = json::array();
+      for (const auto& ev : tokens) chat_logprobs(c, ev, content);
+      logprobs = {{"content", content}};
+    }
+  } else {
+    choice["text"] = done.text;
+    if (c.req->logprobs) {
+      logprobs = empty_completion_logprobs();
+      size_t offset = 0;
+      for (const auto& ev : tokens) completion_logprobs(c, ev, logprobs, offset);
+    }
+  }
+  choice["logprobs"] = logprobs;
+  json body = {{"id", response_id(c)},      {"object", is_chat(c) ? "chat.completion" : "text_completion"},
+               {"created", c.created},      {"model", c.req->model},
+               {"choices", json::array({choice})}, {"usage", usage(done)}};
+  return dump(body);
+}
+
+std::string render_chunk_start(const openai_context& c) {
+  if (!is_chat(c)) return {};
+  json j = chunk_head(c);
+  j["choices"] = json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return sse(j);
+}
+
+std::string render_chunk_tokens(const openai_context& c, const schemas::event_summary& ev) {
+  if (ev.text.empty() && !c.req->logprobs) return {};
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  if (is_chat(c)) {
+    choice["delta"] = {{"content", ev.text}};
+    if (c.req->logprobs) {
+      json content = json::array();
+      chat_logprobs(c, ev, content);
+      choice["logprobs"] = {{"content", content}};
+    }
+  } else {
+    choice["text"] = ev.text;
+    if (c.req->logprobs) {
+      json lp = empty_completion_logprobs();
+      size_t offset = 0;
+      completion_logprobs(c, ev, lp, offset);
+      choice["logprobs"] = lp;
+    }
+  }
+  json j = chunk_head(c);
+  j["choices"] = json::array({choice});
+  return sse(j);
+}
+
+std::string render_chunk_done(const openai_context& c, const schemas::event_summary& done) {
+  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(done.reason.value_or(finish_reason::stop))}, {"logprobs", nullptr}};
+  if (is_chat(c)) choice["delta"] = json::object();
+  else choice["text"] = "";
+  json j = chunk_head(c);
+  j["choices"] = json::array({choice});
+  std::string out = sse(j);
+  if (c.req->include_usage) {
+    json u = chunk_head(c);
+    u["choices"] = json::array();
+    u["usage"] = usage(done);
+    out += sse(u);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+std::string render_chunk_error(const openai_error& e) { return "data: " + to_json(e) + "\n\n" + "data: [DONE]\n\n"; }
+
+} // namespace conveyor::transport
