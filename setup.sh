@@ -39,6 +39,11 @@ if [ ! -x .venv/bin/python ] || [ requirements.txt -nt .venv/.installed ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
+# XGrammar's C++ core (structured outputs) is not packaged by Debian: built once from its PyPI
+# source distribution (pinned version and sha256) into /usr/local/xgrammar; a no-op afterwards.
+xg_sudo=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && xg_sudo="sudo env PYTHON=$PWD/.venv/bin/python"
+step "build xgrammar (tools/build_xgrammar.sh)" $xg_sudo env JOBS="$jobs" tools/build_xgrammar.sh
 step "cmake configure" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 step "build" cmake --build build -j "$jobs"
 step "fetch smollm2" .venv/bin/python tools/fetch_model.py smollm2

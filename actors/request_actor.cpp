@@ -90,6 +90,34 @@ std::variant<std::vector<token_id>, refusal> tokenize(const request_state& st) {
   return ids;
 }
 
+model::grammar_kind grammar_kind_of(schemas::response_format::kind k) {
+  switch (k) {
+    case schemas::response_format::kind::json_object: return model::grammar_kind::json_object;
+    case schemas::response_format::kind::json_schema: return model::grammar_kind::json_schema;
+    case schemas::response_format::kind::regex: return model::grammar_kind::regex;
+    case schemas::response_format::kind::grammar: return model::grammar_kind::ebnf;
+  }
+  return model::grammar_kind::json_object;
+}
+
+// The job's structured-output constraint (null without response_format), advanced past the
+// output a resumed job had already published; or why it cannot be had.
+std::variant<std::shared_ptr<token_constraint>, refusal> constraint_for(const request_state& st) {
+  if (!st.job.format) return std::shared_ptr<token_constraint>{};
+  if (!st.ctx.grammars) return refusal{refusal_code::bad_request, "response_format: structured outputs are not available on this server"};
+  std::shared_ptr<token_constraint> c;
+  try {
+    c = st.ctx.grammars->constrain(grammar_kind_of(st.job.format->type), st.job.format->spec);
+  } catch (const model::grammar_error& e) {
+    return refusal{refusal_code::bad_request, std::string("response_format: the ") + schemas::to_string(st.job.format->type) +
+                                                  " does not compile: " + e.what()};
+  }
+  if (st.resume)
+    for (token_id t : st.resume->published)
+      if (!c->accept(t)) break;  // not expected: the published output followed this grammar
+  return c;
+}
+
 // The done event's timing in seconds, for the histograms (the same numbers the client sees).
 request_latencies latencies(const schemas::done_event& done, int32_t completion_tokens) {
   request_latencies l;
@@ -142,6 +170,11 @@ void start(self_ptr self) {
   if (!st.job.seed) st.job.seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   sub.req.sampling = st.job.to_sampling_params(*st.job.seed);
   sub.req.stop = st.job.to_stop_params(st.ctx.tok->eog_ids());
+  if (!sub.refused) {
+    auto c = constraint_for(st);
+    if (auto* why = std::get_if<refusal>(&c)) sub.refused = std::move(*why);
+    else sub.req.constraint = std::move(std::get<std::shared_ptr<token_constraint>>(c));
+  }
   if (st.resume) {
     // Continue from the prompt plus the output already published (recomputed; the prefix cache
     // helps), for the tokens still owed.

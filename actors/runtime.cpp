@@ -64,6 +64,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   sc.retention_s = o.pub.retention_s;
   sc.max_remembered_jobs = o.pub.max_retained_jobs;
   if (nats_intake_) sc.waiting_gauge = &waiting_jobs_;  // only the NATS intake reads it
+  const int32_t executor_vocab = ex->info().vocab_size;
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
   publisher_config pc = o.pub;
@@ -76,7 +77,9 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
     };
   publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
   pub_sock_.reset();  // the publisher's thread is its only user from here on
-  const front_context ctx{&tok, *scheduler_, *publisher_, &metrics_, o.model_name, &draining_, &live_requests_, o.journal != nullptr};
+  grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
+  const front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_, o.model_name, &draining_, &live_requests_,
+                          o.journal != nullptr, grammars_.get()};
   front_ = spawn_front(*sys_, ctx);
   if (o.journal) {
     caf::anon_send(*scheduler_, s_journal_atom::value, *publisher_);

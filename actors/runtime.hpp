@@ -107,6 +107,7 @@ private:
   std::unique_ptr<transport::nats_intake> nats_intake_;
   std::unique_ptr<transport::http_intake> http_intake_;  // HTTP on: after the sockets, before the actors  // NATS on: after the sockets, before the actors
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
+  std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   runtime_control control_;

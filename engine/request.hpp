@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/constraint.hpp"
 #include "engine/sampling_params.hpp"
 #include "engine/types.hpp"
 
@@ -47,6 +49,9 @@ struct request {
   /// A job resumed after a restart: the last `resumed_output` prompt tokens are output it had
   /// published before (job_table::resume_request); its usage counts them as output.
   int32_t resumed_output = 0;
+  /// Structured outputs: only what this constraint allows is drawn, and the sequence ends (stop)
+  /// once it is complete. Null: free text. It must have seen every output token so far.
+  std::shared_ptr<token_constraint> constraint;
 };
 
 /// Why a sequence stopped.

@@ -166,6 +166,7 @@ step_plan scheduler::build_plan() {
     s.block_table = kv_.block_table(seq->id());
     s.sample = begin + c.num_new == seq->num_tokens();
     s.sampling = seq->req.sampling;
+    if (s.sample) s.constraint = seq->req.constraint;
     in_flight_.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true});
   }
   return plan;

@@ -127,7 +127,13 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
     e.logprob = sampled->logprob;
     e.top = sampled->top;
     outbox_.push_back(e);
-    if (auto reason = check_stop(*seq, cfg_.max_model_len)) {
+    // A constrained sequence ends once its grammar is complete (or, were the mask ignored, when
+    // the grammar refuses the token: nothing valid can follow).
+    bool grammar_ended = false;
+    if (token_constraint* g = seq->req.constraint.get()) grammar_ended = !g->accept(sampled->token) || g->terminated();
+    std::optional<finish_reason> reason = check_stop(*seq, cfg_.max_model_len);
+    if (!reason && grammar_ended) reason = finish_reason::stop;
+    if (reason) {
       retire(seq, *reason);
       any_finished = true;
     }

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "engine/constraint.hpp"
 #include "engine/sampling_params.hpp"
 #include "engine/types.hpp"
 
@@ -31,9 +33,10 @@ struct scheduled_seq {
   bool sample = false;
   /// How to sample (used only when `sample`).
   sampling_params sampling;
-  /// Structured outputs: the tokens the sequence's grammar allows next, a bitmask of
-  /// ceil(vocab/32) words (bit t%32 of word t/32 set = token t allowed). Empty: any token.
-  std::vector<uint32_t> allowed;
+  /// Structured outputs (set only when `sample`): the executor asks it for the tokens allowed
+  /// next (token_constraint::fill_mask) right before drawing, and draws only among them; the
+  /// engine advances it with the drawn token after the step. Null: any token.
+  std::shared_ptr<token_constraint> constraint;
 };
 
 /// Everything the executor needs for one fused forward step.

@@ -235,7 +235,7 @@ step_result cuda_executor::step(const step_plan& plan) {
   for (const auto& s : plan.seqs) {
     if (!s.sample) continue;
     r.sampled.push_back({s.id, host_ids_[static_cast<size_t>(i)], host_lp_[static_cast<size_t>(i)], {}});
-    if (!s.allowed.empty() || s.sampling.top_logprobs > 0) resample_on_host(s, i, r.sampled.back());
+    if (s.constraint || s.sampling.top_logprobs > 0) resample_on_host(s, i, r.sampled.back());
     ++i;
   }
   return r;
@@ -249,8 +249,9 @@ void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sample
   host_row_.resize(V);
   CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
   const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-  if (!s.allowed.empty()) {
-    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, s.allowed);
+  if (s.constraint) {
+    s.constraint->fill_mask(host_mask_);
+    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, host_mask_);
     out.token = d.token;
     out.logprob = d.logprob;
   }

@@ -113,6 +113,7 @@ private:
   std::vector<float> host_lp_;
   std::vector<float> host_row_;             // resample_on_host: one row of logits
   model::sampler_scratch host_scratch_;
+  std::vector<uint32_t> host_mask_;
   // KV pool: k then v, each (n_layer, num_blocks + 1, n_kv, block_size, hd) bf16; the last block
   // of each layer is the padding rows' sink, never handed to the scheduler.
   bf16* k_cache_ = nullptr;

@@ -139,7 +139,14 @@ step_result cpu_executor::step(const step_plan& plan) {
     std::span<const float> lg(&logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
     const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
     auto& scratch = scratch_[static_cast<size_t>(thread)];
-    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, s.allowed);
+    // Structured outputs: the grammar's mask, filled here so that masks of many sequences are
+    // computed in parallel like the draws.
+    std::span<const uint32_t> allowed;
+    if (s.constraint) {
+      s.constraint->fill_mask(scratch.mask);
+      allowed = scratch.mask;
+    }
+    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed);
     top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
   if (sampled.size() > 1) {

@@ -11,7 +11,7 @@
 namespace conveyor::transport {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps a schema's property order (the output follows it)
 
 struct bad {
   std::string param, message;

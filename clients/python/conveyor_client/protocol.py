@@ -21,6 +21,7 @@ SUBMIT_DEFAULTS = {
     "max_tokens": 256, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
     "seed": None, "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0,
     "priority": 0, "deadline_ms": None, "logprobs": False, "stream": True,
+    "top_logprobs": 0, "response_format": None,
 }
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}\Z")

@@ -73,6 +73,46 @@ BOOST_AUTO_TEST_CASE(custom_limits_bound_arrays_maps_strings_and_messages) {
   BOOST_TEST(error_of(decode_request(fetch, limits)).field == "max_events");
 }
 
+BOOST_AUTO_TEST_CASE(response_format_and_top_logprobs_are_checked) {
+  const auto submit = [](auto&& extra) {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(4);
+    pk.pack(std::string("op")); pk.pack(std::string("submit"));
+    pk.pack(std::string("id")); pk.pack(std::string("j"));
+    pk.pack(std::string("prompt")); pk.pack(std::string("x"));
+    extra(pk);
+    return decode_request(std::span(reinterpret_cast<const uint8_t*>(buf.data()), buf.size()));
+  };
+  auto ok = submit([](auto& pk) {
+    pk.pack(std::string("response_format"));
+    pk.pack_map(2);
+    pk.pack(std::string("type")); pk.pack(std::string("regex"));
+    pk.pack(std::string("pattern")); pk.pack(std::string("[0-9]+"));
+  });
+  BOOST_TEST_REQUIRE(std::holds_alternative<submit_request>(ok));
+  BOOST_TEST((std::get<submit_request>(ok).format->type == response_format::kind::regex));
+  auto no_schema = error_of(submit([](auto& pk) {
+    pk.pack(std::string("response_format"));
+    pk.pack_map(1);
+    pk.pack(std::string("type")); pk.pack(std::string("json_schema"));
+  }));
+  BOOST_TEST(no_schema.field == "response_format.schema");
+  auto bad_type = error_of(submit([](auto& pk) {
+    pk.pack(std::string("response_format"));
+    pk.pack_map(1);
+    pk.pack(std::string("type")); pk.pack(std::string("xml"));
+  }));
+  BOOST_TEST(bad_type.field == "response_format.type");
+  auto not_map = error_of(submit([](auto& pk) { pk.pack(std::string("response_format")); pk.pack(3); }));
+  BOOST_TEST(not_map.field.rfind("response_format", 0) == 0);
+  auto top = error_of(submit([](auto& pk) { pk.pack(std::string("top_logprobs")); pk.pack(21); }));
+  BOOST_TEST(top.field == "top_logprobs");
+  auto with_top = submit([](auto& pk) { pk.pack(std::string("top_logprobs")); pk.pack(3); });
+  BOOST_TEST_REQUIRE(std::holds_alternative<submit_request>(with_top));
+  BOOST_TEST(std::get<submit_request>(with_top).logprobs);
+}
+
 BOOST_AUTO_TEST_CASE(fetch_defaults_are_capped_by_the_limit) {
   decode_limits limits;
   limits.max_fetch_events = 10;

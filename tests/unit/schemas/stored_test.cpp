@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "schemas/events.hpp"
+#include "schemas/replies.hpp"
 #include "schemas/stored.hpp"
 
 using namespace conveyor;
@@ -110,6 +111,59 @@ BOOST_AUTO_TEST_CASE(each_event_kind_is_summarized) {
   BOOST_TEST_REQUIRE(es.has_value());
   BOOST_TEST(es->kind == "error");
   BOOST_TEST(es->terminal());
+}
+
+BOOST_AUTO_TEST_CASE(top_logprobs_and_response_formats_round_trip) {
+  submit_request j;
+  j.id = "g";
+  j.input = std::string("x");
+  j.top_logprobs = 5;
+  j.logprobs = true;
+  for (auto [kind, spec] : {std::pair{response_format::kind::json_object, ""}, std::pair{response_format::kind::json_schema, R"({"type":"object"})"},
+                            std::pair{response_format::kind::regex, "[a-z]+"}, std::pair{response_format::kind::grammar, "root ::= \"a\""}}) {
+    j.format = response_format{kind, spec};
+    const submit_request d = round_trip(j);
+    BOOST_TEST(d.top_logprobs == 5);
+    BOOST_TEST_REQUIRE(d.format.has_value());
+    BOOST_TEST((d.format->type == kind));
+    BOOST_TEST(d.format->spec == spec);
+    BOOST_TEST(d.to_sampling_params(1).top_logprobs == 5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(events_carry_text_logprobs_alternatives_and_errors) {
+  tokens_event t;
+  t.id = "j";
+  t.seq = 2;
+  t.token_ids = {7, 8};
+  t.text = "ab";
+  t.logprobs = std::vector<float>{-0.5f, -0.25f};
+  t.top_logprobs = std::vector<std::vector<conveyor::token_logprob>>{{{7, -0.5f}, {3, -1.5f}}, {{8, -0.25f}}};
+  auto ts = summarize_event(encode(t));
+  BOOST_TEST_REQUIRE(ts.has_value());
+  BOOST_TEST(ts->text == "ab");
+  BOOST_TEST((ts->logprobs == std::vector<float>{-0.5f, -0.25f}));
+  BOOST_TEST_REQUIRE(ts->top_logprobs.size() == 2u);
+  BOOST_TEST(ts->top_logprobs[0].size() == 2u);
+  BOOST_TEST(ts->top_logprobs[0][1].token == 3);
+  BOOST_TEST(ts->top_logprobs[0][1].logprob == -1.5f);
+  error_event e;
+  e.id = "j";
+  e.code = error_code::overloaded;
+  e.message = "full";
+  auto es = summarize_event(encode(e));
+  BOOST_TEST_REQUIRE(es.has_value());
+  BOOST_TEST(es->error_code == "overloaded");
+  BOOST_TEST(es->message == "full");
+  // A fetch reply holds the events as they were encoded.
+  const wire_bytes a = encode(accepted_event{"j", 0}), b = encode(t);
+  fetch_reply f{"j", {std::span<const uint8_t>(a), std::span<const uint8_t>(b)}, false};
+  auto fs = summarize_fetch_reply(encode(f));
+  BOOST_TEST_REQUIRE(fs.has_value());
+  BOOST_TEST(fs->events.size() == 2u);
+  BOOST_TEST(fs->events[1].text == "ab");
+  BOOST_TEST(!fs->complete);
+  BOOST_TEST(!summarize_fetch_reply(encode(error_reply{"j", error_code::not_found, "gone", ""})).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_bytes_summarize_to_nothing) {
