@@ -26,6 +26,9 @@ server knows instead of running them again; the output still has exactly one lin
   Why ids are hashed and not kept in a local state file: the server's journal already knows every
   accepted job, so a rerun needs only to name the same jobs; nothing on the pipe's side can then
   disagree with the server. A job the server has forgotten (after --retention) runs again.
+--format openai-batch: the input is OpenAI's Batch file format ({custom_id, method, url, body}
+lines) and so is the output ({id, custom_id, response: {status_code, body}, error}), so a file
+written for OpenAI's Batch API runs here unchanged (conveyor_client/openai_batch.py).
 Exit status: 0 when every job finished, 1 when any job was refused or failed (or timed out, or
 was given up on under --resume), 2 on bad usage, 130 on Ctrl-C.
 """
@@ -36,6 +39,7 @@ import json
 import sys
 import time
 
+from . import openai_batch
 from .client import Client
 from .curve import load_curve_keys
 from .protocol import DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, new_id
@@ -57,6 +61,9 @@ def parse_args(argv):
                         "line) and wait out a server restart; see the module docstring")
     p.add_argument("--resume-timeout", type=float, default=120.0,
                    help="--resume: seconds without an answer from the server before giving up")
+    p.add_argument("--format", choices=("conveyor", "openai-batch"), default="conveyor",
+                   help="conveyor: submit maps in, result maps out; openai-batch: OpenAI's Batch "
+                        "file format in and out")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--curve-server-key", metavar="FILE",
                    help="CURVE: the server's public key file (NAME.pub); needs --curve-key")
@@ -115,14 +122,16 @@ class _Job:
     """One job of the input: its submit map, how many input lines wait on its id (a repeated
     explicit id re-attaches under --resume), when it was accepted, whether it was resubmitted."""
 
-    def __init__(self, job):
+    def __init__(self, job, batch=None):
         self.job, self.lines, self.t0, self.resubmitted = job, 1, 0.0, False
+        self.batch = batch   # --format openai-batch: (custom_id, url, model)
 
 
 class _Pipe:
     def __init__(self, args, stdin, stdout, stderr, client):
         self.args, self.client, self.stdout = args, client, stdout
         self.resume = getattr(args, "resume", False)
+        self.batch = getattr(args, "format", "conveyor") == "openai-batch"
         self.resume_timeout = getattr(args, "resume_timeout", 120.0)
         self.progress = _Progress(stderr, args.quiet)
         self.lines = enumerate(stdin, 1)
@@ -145,6 +154,18 @@ class _Pipe:
                 self.status = 1
         self.stdout.flush()
 
+    def result(self, rec, job_id, event):
+        """The output line of a job that ended with `event` (done or error)."""
+        if rec is not None and rec.batch is not None:
+            return openai_batch.output_line(*rec.batch, job_id, event)
+        return _result(job_id, event)
+
+    def fail(self, rec, job_id, code, message, copies=1, field=None, client_side=False):
+        event = {"kind": "error", "code": code, "message": message, "field": field}
+        if not client_side:
+            event["seq"] = 0
+        self.emit(self.result(rec, job_id, event), False, copies)
+
     def next_job(self):
         if self.pending and self.pending[0][0] <= time.monotonic():
             return self.pending.popleft()[1]
@@ -157,15 +178,27 @@ class _Pipe:
                 if not isinstance(job, dict):
                     raise ValueError("a job must be a JSON object")
             except ValueError as e:
-                self.emit({"id": None, "error": {"code": "bad_request", "message":
-                                                 "input line %d: %s" % (number, e)}}, False)
+                if self.batch:
+                    self.emit(openai_batch.refused_line(None, openai_batch.LineError(
+                        "input line %d: %s" % (number, e))), False)
+                else:
+                    self.emit({"id": None, "error": {"code": "bad_request", "message":
+                                                     "input line %d: %s" % (number, e)}}, False)
                 continue
+            batch = None
+            if self.batch:
+                try:
+                    custom_id, url, model, job = openai_batch.to_submit(job)
+                except openai_batch.LineError as e:
+                    self.emit(openai_batch.refused_line(job.get("custom_id"), e), False)
+                    continue
+                batch = (custom_id, url, model)
             job.pop("op", None)
             if job.get("id") is None:
                 job.pop("id", None)
                 job["id"] = resume_id(job, number) if self.resume else new_id()
             job.setdefault("stream", False)   # only the final text is written out
-            return _Job(job)
+            return _Job(job, batch)
         self.exhausted = True
         return None
 
@@ -184,11 +217,9 @@ class _Pipe:
                 self.server_down(park=e.code == "timeout")
                 return False
             else:
-                self.emit({"id": rec.job.get("id"), "error": {"code": e.code,
-                                                              "message": e.message}}, False)
+                self.fail(rec, rec.job.get("id"), e.code, e.message, field=e.field)
         except (TypeError, ValueError) as e:
-            self.emit({"id": rec.job.get("id"), "error": {"code": "bad_request",
-                                                          "message": str(e)}}, False)
+            self.fail(rec, rec.job.get("id"), "bad_request", str(e))
         return True
 
     def accept(self, job_id, rec, attach=False):
@@ -234,18 +265,17 @@ class _Pipe:
         return False
 
     def give_up(self):
-        error = {"code": "timeout", "message": "the server did not answer for %ss"
-                 % self.resume_timeout}
+        message = "the server did not answer for %ss" % self.resume_timeout
         for job_id, rec in list(self.inflight.items()):
             self.client.forget(job_id)
-            self.emit({"id": job_id, "error": error}, False, rec.lines)
+            self.fail(rec, job_id, "timeout", message, rec.lines, client_side=True)
         self.inflight.clear()
         self.parked.clear()
         while True:
             rec = self.pending.popleft()[1] if self.pending else self.next_job()
             if rec is None:
                 return
-            self.emit({"id": rec.job.get("id"), "error": error}, False, rec.lines)
+            self.fail(rec, rec.job.get("id"), "timeout", message, rec.lines, client_side=True)
 
     def on_event(self, job_id, event):
         rec = self.inflight.get(job_id)
@@ -263,7 +293,7 @@ class _Pipe:
                 return
         del self.inflight[job_id]
         self.parked.discard(job_id)   # its end came in the batch that parked it
-        self.emit(_result(job_id, event), event.get("kind") == "done", rec.lines)
+        self.emit(self.result(rec, job_id, event), event.get("kind") == "done", rec.lines)
 
     def expire(self):
         now = time.monotonic()
@@ -271,8 +301,8 @@ class _Pipe:
             rec = self.inflight.pop(job_id)
             self.parked.discard(job_id)
             self.client.forget(job_id)
-            self.emit({"id": job_id, "error": {"code": "timeout", "message":
-                       "no result within %ss" % self.args.timeout}}, False, rec.lines)
+            self.fail(rec, job_id, "timeout", "no result within %ss" % self.args.timeout, rec.lines,
+                      client_side=True)
 
     def loop(self):
         while True:

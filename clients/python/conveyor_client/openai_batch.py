@@ -1,0 +1,177 @@
+"""OpenAI's Batch file format for conveyor-pipe (--format openai-batch).
+
+Input lines:  {"custom_id": S, "method": "POST", "url": "/v1/chat/completions" | "/v1/completions",
+               "body": {... the request body ...}}
+Output lines: {"id": "batch_req_<job id>", "custom_id": S,
+               "response": {"status_code": I, "request_id": <job id>, "body": {...}} | null,
+               "error": null | {"code": S, "message": S}}
+A request the server refused (or a body conveyor cannot run) has a response with its HTTP status
+and OpenAI's error object as the body; `error` is for failures that are not HTTP answers (a
+timeout, a server that went away). The body is read by the same rules as the server's HTTP
+intake (docs/http.md); logprobs are not available here (they need the server's token strings:
+use the HTTP API for them).
+"""
+import json
+import time
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
+          "presence_penalty", "frequency_penalty", "logit_bias", "user", "response_format", "logprobs",
+          "top_k", "min_p", "min_tokens", "ignore_eos", "stop_token_ids", "priority", "deadline_ms"}
+CHAT_ONLY = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "functions",
+             "function_call", "parallel_tool_calls", "store", "metadata", "service_tier"}
+COMPLETION_ONLY = {"prompt", "echo", "suffix", "best_of"}
+PASSED_ON = ("temperature", "top_p", "seed", "top_k", "min_p", "min_tokens", "ignore_eos", "stop_token_ids",
+             "priority", "deadline_ms")
+STATUS = {"bad_request": 400, "too_long": 400, "not_found": 404, "duplicate": 409, "overloaded": 429,
+          "shutting_down": 503, "internal": 500}
+
+
+class LineError(Exception):
+    """A line that cannot run: its HTTP status, message and the offending field."""
+
+    def __init__(self, message, param=None, status=400):
+        super().__init__(message)
+        self.message, self.param, self.status = message, param, status
+
+
+def _refuse_unsupported(body):
+    for k in ("presence_penalty", "frequency_penalty"):
+        if body.get(k) not in (None, 0, 0.0):
+            raise LineError("%s is not supported by conveyor; leave it out or set 0" % k, k)
+    if body.get("logit_bias"):
+        raise LineError("logit_bias is not supported by conveyor", "logit_bias")
+    for k in ("tools", "functions"):
+        if body.get(k):
+            raise LineError("%s (tool calls) is not supported by conveyor; use response_format" % k, k)
+    if body.get("n", 1) != 1 or body.get("best_of", 1) != 1:
+        raise LineError("n and best_of must be 1", "n")
+    if body.get("echo") or body.get("suffix"):
+        raise LineError("echo and suffix are not supported by conveyor", "echo" if body.get("echo") else "suffix")
+    if body.get("stream"):
+        raise LineError("stream is not available in a batch", "stream")
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise LineError("logprobs are not available in conveyor-pipe's batch mode; use the HTTP API (docs/http.md)",
+                        "logprobs")
+
+
+def _content(message, i):
+    c = message.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                                   for p in c):
+        return "".join(p["text"] for p in c)
+    raise LineError("messages[%d].content must be a string or a list of text parts" % i, "messages[%d].content" % i)
+
+
+def _response_format(rf):
+    if rf is None or rf.get("type") == "text":
+        return None
+    t = rf.get("type")
+    if t == "json_object":
+        return {"type": "json_object"}
+    if t == "json_schema":
+        schema = (rf.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, (dict, bool)):
+            raise LineError("response_format.json_schema.schema must be a JSON schema", "response_format.json_schema.schema")
+        return {"type": "json_schema", "schema": json.dumps(schema)}
+    if t == "regex":
+        return {"type": "regex", "pattern": rf.get("pattern")}
+    if t == "grammar":
+        return {"type": "grammar", "grammar": rf.get("grammar")}
+    raise LineError("response_format.type must be text, json_object, json_schema, regex or grammar", "response_format.type")
+
+
+def to_submit(line):
+    """(custom_id, url, model, submit map without "id") for one parsed input line; raises
+    LineError for a line conveyor cannot run (custom_id is then LineError.custom_id)."""
+    if not isinstance(line, dict):
+        raise LineError("a batch line must be a JSON object {custom_id, method, url, body}")
+    custom_id, url, body = line.get("custom_id"), line.get("url"), line.get("body")
+    if not isinstance(custom_id, str) or not custom_id:
+        raise LineError("custom_id is required (a non-empty string)", "custom_id")
+    if line.get("method", "POST") != "POST":
+        raise LineError("method must be POST", "method")
+    if url not in (CHAT, COMPLETIONS):
+        raise LineError("url must be %s or %s, not %r" % (CHAT, COMPLETIONS, url), "url")
+    if not isinstance(body, dict):
+        raise LineError("body must be a JSON object (the request body)", "body")
+    chat = url == CHAT
+    allowed = COMMON | (CHAT_ONLY if chat else COMPLETION_ONLY)
+    for k in body:
+        if k not in allowed:
+            raise LineError("unknown field '%s' for %s" % (k, url), k)
+    _refuse_unsupported(body)
+    job = {}
+    if chat:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise LineError("messages must be a non-empty array of {role, content}", "messages")
+        job["messages"] = []
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant"):
+                raise LineError("messages[%d].role must be system, developer, user or assistant" % i, "messages[%d].role" % i)
+            role = "system" if m["role"] == "developer" else m["role"]
+            job["messages"].append({"role": role, "content": _content(m, i)})
+    else:
+        p = body.get("prompt")
+        if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
+            p = p[0]
+        if isinstance(p, str) and p:
+            job["prompt"] = p
+        elif isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+            job["prompt_tokens"] = p
+        else:
+            raise LineError("prompt must be a non-empty string or array of token ids (one prompt per line)", "prompt")
+    # OpenAI's defaults: 16 tokens for completions; a chat runs to EOS (the server's max_model_len).
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens", 16)
+    job["max_tokens"] = 2 ** 31 - 1 if max_tokens is None else max_tokens
+    for k in PASSED_ON:
+        if body.get(k) is not None:
+            job[k] = body[k]
+    stop = body.get("stop")
+    if stop is not None:
+        job["stop"] = [stop] if isinstance(stop, str) else stop
+    rf = _response_format(body.get("response_format"))
+    if rf is not None:
+        job["response_format"] = rf
+    return custom_id, url, body.get("model"), job
+
+
+def output_line(custom_id, url, model, job_id, event):
+    """The output line for a job that ended with `event` (done or error; an error without seq is
+    the client's own failure: a timeout)."""
+    out = {"id": "batch_req_%s" % job_id, "custom_id": custom_id, "response": None, "error": None}
+    if event.get("kind") == "done":
+        usage = event.get("usage") or {}
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        choice = {"index": 0, "finish_reason": event.get("finish_reason"), "logprobs": None}
+        if url == CHAT:
+            choice["message"] = {"role": "assistant", "content": event.get("text")}
+        else:
+            choice["text"] = event.get("text")
+        body = {"id": ("chatcmpl-" if url == CHAT else "cmpl-") + job_id,
+                "object": "chat.completion" if url == CHAT else "text_completion",
+                "created": int(time.time()), "model": model, "choices": [choice],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion,
+                          "prompt_tokens_details": {"cached_tokens": usage.get("cached_tokens", 0)}}}
+        out["response"] = {"status_code": 200, "request_id": job_id, "body": body}
+        return out
+    code, message = event.get("code", "internal"), event.get("message", "")
+    if event.get("seq") is None and code == "timeout":
+        out["error"] = {"code": code, "message": message}
+        return out
+    out["response"] = {"status_code": STATUS.get(code, 500), "request_id": job_id,
+                       "body": {"error": {"message": message, "type": "invalid_request_error" if STATUS.get(code) == 400
+                                          else "server_error", "param": event.get("field"), "code": code}}}
+    return out
+
+
+def refused_line(custom_id, err):
+    """The output line of a line that could not run (LineError)."""
+    return {"id": "batch_req_invalid", "custom_id": custom_id, "error": None,
+            "response": {"status_code": err.status, "request_id": None,
+                         "body": {"error": {"message": err.message, "type": "invalid_request_error",
+                                            "param": err.param, "code": "bad_request"}}}}

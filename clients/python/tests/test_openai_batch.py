@@ -1,0 +1,117 @@
+"""conveyor-pipe --format openai-batch: a 100-line file in OpenAI's Batch format runs against the
+real server and comes back as 100 output lines in OpenAI's format; lines conveyor cannot run get
+their 400 answer; the mapping itself is checked without a server."""
+import io
+import json
+
+import pytest
+
+from conveyor_client import openai_batch
+from conveyor_client.pipe import parse_args, run
+from test_e2e import Server
+
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+
+def batch_lines(n):
+    lines = []
+    for i in range(n):
+        if i % 2 == 0:
+            body = {"model": "any", "messages": [{"role": "system", "content": "Be brief."},
+                                                 {"role": "user", "content": [{"type": "text", "text": "Say %d." % i}]}],
+                    "max_tokens": 6, "temperature": 0}
+            if i % 10 == 0:
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}}
+                body["max_tokens"] = 20
+            lines.append({"custom_id": "req-%d" % i, "method": "POST", "url": "/v1/chat/completions", "body": body})
+        else:
+            lines.append({"custom_id": "req-%d" % i, "method": "POST", "url": "/v1/completions",
+                          "body": {"model": "any", "prompt": "Number %d is" % i, "max_tokens": 5, "temperature": 0.7,
+                                   "seed": i, "stop": "\n"}})
+    return lines
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--no-journal")
+    try:
+        yield s
+        assert s.stop(timeout=30) == 0
+    finally:
+        s.kill()
+
+
+def run_batch(server, lines, *flags):
+    stdin = io.StringIO("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+    out, err = io.StringIO(), io.StringIO()
+    args = parse_args(["--router", server.router, "--pub", server.pub, "--format", "openai-batch", "--quiet", *flags])
+    status = run(args, stdin, out, err)
+    return status, [json.loads(l) for l in out.getvalue().splitlines()]
+
+
+def test_a_100_line_batch_file_round_trips(server):
+    lines = batch_lines(100)
+    status, results = run_batch(server, lines)
+    assert status == 0
+    assert sorted(r["custom_id"] for r in results) == sorted(l["custom_id"] for l in lines)
+    by_id = {r["custom_id"]: r for r in results}
+    for line in lines:
+        r = by_id[line["custom_id"]]
+        assert r["error"] is None and r["response"]["status_code"] == 200, r
+        assert r["id"] == "batch_req_" + r["response"]["request_id"]
+        body = r["response"]["body"]
+        usage = body["usage"]
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+        if line["url"] == "/v1/chat/completions":
+            assert body["object"] == "chat.completion"
+            content = body["choices"][0]["message"]["content"]
+            if "response_format" in line["body"]:
+                assert body["choices"][0]["finish_reason"] == "stop"
+                assert isinstance(json.loads(content)["ok"], bool)
+        else:
+            assert body["object"] == "text_completion" and "\n" not in body["choices"][0]["text"]
+    # The same greedy chat line gives what the server gives it over ZeroMQ.
+    with server.client() as c:
+        want = c.generate(messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say 2."}],
+                          max_tokens=6, temperature=0)
+    assert by_id["req-2"]["response"]["body"]["choices"][0]["message"]["content"] == want
+
+
+def test_lines_that_cannot_run_get_their_own_answer(server):
+    good = batch_lines(2)
+    bad = [
+        "not json",
+        {"custom_id": "u", "method": "POST", "url": "/v1/embeddings", "body": {}},
+        {"custom_id": "f", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"messages": [{"role": "user", "content": "x"}], "max_tokenz": 3}},
+        {"custom_id": "t", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 0}},
+    ]
+    status, results = run_batch(server, good + bad)
+    assert status == 1 and len(results) == 6
+    by_id = {r["custom_id"]: r for r in results}
+    assert by_id["req-0"]["response"]["status_code"] == 200
+    assert by_id["u"]["response"]["status_code"] == 400 and "url" == by_id["u"]["response"]["body"]["error"]["param"]
+    assert "max_tokenz" in by_id["f"]["response"]["body"]["error"]["message"]
+    t = by_id["t"]["response"]  # refused by the server itself
+    assert t["status_code"] == 400 and t["body"]["error"]["param"] == "max_tokens", t
+    assert by_id[None]["response"]["status_code"] == 400
+
+
+def test_the_mapping_reads_openai_bodies():
+    cid, url, model, job = openai_batch.to_submit(
+        {"custom_id": "a", "method": "POST", "url": "/v1/completions",
+         "body": {"model": "m", "prompt": ["hi"], "stop": "x", "top_k": 5}})
+    assert (cid, url, model) == ("a", "/v1/completions", "m")
+    assert job == {"prompt": "hi", "max_tokens": 16, "stop": ["x"], "top_k": 5}
+    _, _, _, job = openai_batch.to_submit(
+        {"custom_id": "b", "url": "/v1/chat/completions",
+         "body": {"messages": [{"role": "developer", "content": "s"}], "max_completion_tokens": 7,
+                  "response_format": {"type": "json_schema", "json_schema": {"schema": SCHEMA}}}})
+    assert job["messages"] == [{"role": "system", "content": "s"}] and job["max_tokens"] == 7
+    assert json.loads(job["response_format"]["schema"]) == SCHEMA
+    for body, param in [({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+                        ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
+                        ({"messages": []}, "messages")]:
+        with pytest.raises(openai_batch.LineError) as e:
+            openai_batch.to_submit({"custom_id": "c", "url": "/v1/chat/completions", "body": body})
+        assert e.value.param == param
