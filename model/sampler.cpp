@@ -64,40 +64,66 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
     std::nth_element(cand.begin(), cand.begin() + p.top_k, cand.end(), by_logit);
     n = static_cast<size_t>(p.top_k);
   }
-  std::sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(n), by_logit);
-  // Probabilities of the survivors, in place of the scaled logits.
-  const float mx = cand[0].first;
+  // Every step below walks the candidates from the most likely down and usually stops within the
+  // first few dozen, so they are sorted lazily: a prefix at a time (partial sorts of a growing
+  // chunk), never the whole vocabulary (a full sort of 49k candidates cost ~4 ms per token).
+  const auto end = cand.begin() + static_cast<std::ptrdiff_t>(n);
+  const float mx = std::max_element(cand.begin(), end, [](const auto& a, const auto& b) { return a.first < b.first; })->first;
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(cand[i].first - mx));
-  for (size_t i = 0; i < n; ++i) cand[i].first = static_cast<float>(std::exp(static_cast<double>(cand[i].first - mx)) / sum);
+  for (auto it = cand.begin(); it != end; ++it) sum += std::exp(static_cast<double>(it->first - mx));
+  auto& prob = scratch.prob;  // probabilities of the sorted prefix
+  prob.clear();
+  const auto sorted_through = [&](size_t i) {  // cand[0..i] sorted, prob[0..i] known
+    if (i < prob.size()) return;
+    // Chunks of 64, 512, 4096, ...: a flat distribution (a walk deep into the candidates) ends
+    // in one sort of the rest once a chunk would pass a quarter of them.
+    const size_t from = prob.size();
+    size_t to = std::max(i + 1, from == 0 ? size_t{64} : 8 * from);
+    if (to > n / 4) to = n;
+    const auto first = cand.begin() + static_cast<std::ptrdiff_t>(from), last = cand.begin() + static_cast<std::ptrdiff_t>(to);
+    if (last < end) std::nth_element(first, last, end, by_logit);  // O(rest), then sort the chunk alone
+    std::sort(first, last, by_logit);
+    for (size_t j = from; j < to; ++j) prob.push_back(static_cast<float>(std::exp(static_cast<double>(cand[j].first - mx)) / sum));
+  };
+  bool truncated = false;
   if (p.top_p < 1.0f) {
     double cum = 0.0;
     size_t keep = 0;
     while (keep < n) {
-      cum += cand[keep++].first;
+      sorted_through(keep);
+      cum += prob[keep++];
       if (cum >= p.top_p) break;
     }
+    truncated = std::max<size_t>(keep, 1) < n;
     n = std::max<size_t>(keep, 1);
   }
   if (p.min_p > 0.0f) {
-    const float floor_p = p.min_p * cand[0].first;
+    sorted_through(0);
+    const float floor_p = p.min_p * prob[0];
     size_t keep = 1;
-    while (keep < n && cand[keep].first >= floor_p) ++keep;
+    while (keep < n) {
+      sorted_through(keep);
+      if (prob[keep] < floor_p) break;
+      ++keep;
+    }
+    truncated = truncated || keep < n;
     n = keep;
   }
   double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += cand[i].first;
+  if (truncated) {
+    for (size_t i = 0; i < n; ++i) total += prob[i];  // a prefix: already sorted
+  } else {
+    for (size_t i = 0; i < n; ++i) total += static_cast<float>(std::exp(static_cast<double>(cand[i].first - mx)) / sum);
+  }
   const double target = sample_coin(p.seed, position) * total;
   double cum = 0.0;
-  token_id chosen = cand[n - 1].second;
   for (size_t i = 0; i < n; ++i) {
-    cum += cand[i].first;
-    if (target < cum) {
-      chosen = cand[i].second;
-      break;
-    }
+    sorted_through(i);
+    cum += prob[i];
+    if (target < cum) return {cand[i].second, log_softmax_at(logits, cand[i].second)};
   }
-  return {chosen, log_softmax_at(logits, chosen)};
+  sorted_through(n - 1);  // rounding left the target past the end: the least likely survivor
+  return {cand[n - 1].second, log_softmax_at(logits, cand[n - 1].second)};
 }
 
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {

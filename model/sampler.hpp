@@ -26,6 +26,7 @@ double sample_coin(uint64_t seed, int64_t position);
 /// Reusable buffers so sampling allocates nothing per call.
 struct sampler_scratch {
   std::vector<std::pair<float, token_id>> cand;
+  std::vector<float> prob;
   std::vector<uint32_t> mask;  ///< a structured-output mask (filled by the caller)
 };
 
