@@ -235,3 +235,18 @@ def test_draining_server_answers_503():
         assert s.proc.wait(30) == 0
     finally:
         s.kill()
+
+
+def test_top_logprobs_over_zeromq(http_server):
+    """The same alternatives reach ZeroMQ subscribers: tokens events carry top_logprobs."""
+    with http_server.client() as c:
+        job = c.submit(prompt=PROMPT, max_tokens=5, temperature=0, top_logprobs=3)
+        events = list(c.stream(job))
+    tokens = [e for e in events if e["kind"] == "tokens"]
+    ids = [t for e in tokens for t in e["token_ids"]]
+    tops = [alts for e in tokens for alts in e["top_logprobs"]]
+    lps = [lp for e in tokens for lp in e["logprobs"]]
+    assert len(ids) == len(tops) == len(lps) == 5
+    for tok, lp, alts in zip(ids, lps, tops):
+        assert len(alts) == 3 and alts[0][0] == tok and abs(alts[0][1] - lp) < 1e-6  # greedy: the best one
+        assert [a[1] for a in alts] == sorted((a[1] for a in alts), reverse=True)
