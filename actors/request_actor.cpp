@@ -111,6 +111,8 @@ std::variant<std::shared_ptr<token_constraint>, refusal> constraint_for(const re
   } catch (const model::grammar_error& e) {
     return refusal{refusal_code::bad_request, std::string("response_format: the ") + schemas::to_string(st.job.format->type) +
                                                   " does not compile: " + e.what()};
+  } catch (const std::exception& e) {
+    return refusal{refusal_code::internal, std::string("response_format: the grammar engine failed: ") + e.what()};
   }
   if (st.resume)
     for (token_id t : st.resume->published)
@@ -182,6 +184,8 @@ void start(self_ptr self) {
     sub.resume = true;
     const std::optional<finish_reason> ended = st.resume->cancelled ? std::optional(finish_reason::cancelled)
                                                : st.text->stopped()    ? std::optional(finish_reason::stop)
+                                               // its grammar had taken its end token (EOS under ignore_eos / min_tokens)
+                                               : sub.req.constraint && sub.req.constraint->terminated() ? std::optional(finish_reason::stop)
                                                                        : job_table::resume_request(sub.req, st.resume->published);
     if (ended && !sub.refused) return resume_ended(self, std::move(sub), *ended);
   }

@@ -77,7 +77,11 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
     };
   publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
   pub_sock_.reset();  // the publisher's thread is its only user from here on
-  grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
+  try {
+    grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
+  } catch (const std::exception&) {
+    grammars_.reset();  // structured outputs are refused ("not available on this server"); the rest serves
+  }
   const front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_, o.model_name, &draining_, &live_requests_,
                           o.journal != nullptr, grammars_.get()};
   front_ = spawn_front(*sys_, ctx);

@@ -105,7 +105,8 @@ private:
   std::unique_ptr<transport::router_intake> router_intake_;
   std::unique_ptr<transport::pull_intake> pull_intake_;
   std::unique_ptr<transport::nats_intake> nats_intake_;
-  std::unique_ptr<transport::http_intake> http_intake_;  // HTTP on: after the sockets, before the actors  // NATS on: after the sockets, before the actors
+  // HTTP on: after the sockets, before the actors (it outlives the publisher that taps into it).
+  std::unique_ptr<transport::http_intake> http_intake_;
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   caf::actor_system_config caf_cfg_;

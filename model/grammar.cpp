@@ -1,5 +1,7 @@
 #include "model/grammar.hpp"
 
+#include <algorithm>
+
 #include <xgrammar/xgrammar.h>
 
 namespace conveyor::model {
@@ -20,9 +22,22 @@ public:
     t.ndim = 1;
     t.dtype = xgrammar::GetBitmaskDLType();
     t.shape = shape;
-    m_.FillNextTokenBitmask(&t, 0);
+    // Never throws into the executor's threads: a matcher that has ended (or fails) allows
+    // nothing; the sampler then ignores the mask and accept() refuses the token, which ends the job.
+    try {
+      if (m_.IsTerminated()) std::fill(mask.begin(), mask.end(), 0u);
+      else m_.FillNextTokenBitmask(&t, 0);
+    } catch (const std::exception&) {
+      std::fill(mask.begin(), mask.end(), 0u);
+    }
   }
-  bool accept(token_id token) override { return m_.AcceptToken(token); }
+  bool accept(token_id token) override {
+    try {
+      return !m_.IsTerminated() && m_.AcceptToken(token);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
   bool terminated() const override { return m_.IsTerminated(); }
 
 private:
@@ -56,7 +71,7 @@ std::shared_ptr<token_constraint> grammar_compiler::constrain(grammar_kind kind,
   try {
     xgrammar::CompiledGrammar g = [&] {
       switch (kind) {
-        case grammar_kind::json_object: return p_->compiler->CompileJSONSchema(R"({"type":"object"})");
+        case grammar_kind::json_object: return p_->compiler->CompileJSONSchema(R"({"type":"object"})", /*any_whitespace=*/false);
         // Compact separators and bounded whitespace: a sampled model cannot wander off into
         // endless blank space inside the object.
         case grammar_kind::json_schema: return p_->compiler->CompileJSONSchema(spec, /*any_whitespace=*/false);

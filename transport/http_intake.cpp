@@ -42,14 +42,19 @@ struct lease {
   std::string id;
   uint64_t tag;
   std::shared_ptr<job_watch> w;
-  ~lease() { reg->unwatch(id, tag); }
+  std::atomic<int64_t>* active;
+  ~lease() {
+    reg->unwatch(id, tag);
+    --*active;
+  }
 };
 
 // A retried request's job already exists: its events so far, by fetch (live ones follow through
 // the tap, which the watch has heard since before the submit). False: none are kept any more.
 bool attach(request_sink& sink, const lease& l, reply_to to, int32_t max_events, std::string& why) {
+  uint64_t from = 0;  // (the watch's pop cursor does not move while events are only added)
   for (;;) {
-    schemas::fetch_request f{l.id, l.w->next_seq(), max_events};
+    schemas::fetch_request f{l.id, from, max_events};
     sink.deliver(to, schemas::decode_result(f));
     auto bytes = l.w->wait_reply();
     if (!bytes) return false;
@@ -60,8 +65,9 @@ bool attach(request_sink& sink, const lease& l, reply_to to, int32_t max_events,
       return false;
     }
     const size_t n = fetched->events.size();
+    if (n > 0) from = fetched->events.back().seq + 1;
     for (auto& ev : fetched->events) l.w->add(std::move(ev));
-    if (fetched->complete || n < static_cast<size_t>(max_events)) return true;
+    if (fetched->complete || n == 0 || n < static_cast<size_t>(max_events)) return true;
   }
 }
 
@@ -138,7 +144,9 @@ http_intake::http_intake(http_config cfg, piece_fn piece, health_fn health)
 }
 
 http_intake::~http_intake() {
-  launch();  // httplib closes a bound socket only from its running loop
+  // Never started (the runtime's start-up failed): nothing listens. The bound socket stays open
+  // until exit (httplib 0.11 closes it only from its loop, and running the loop now would serve
+  // /health from a half-built runtime).
   stop();
 }
 
@@ -158,6 +166,11 @@ void http_intake::launch() {
 }
 
 void http_intake::stop() {
+  // Called after the drain: every job has ended, so each handler has its terminal event and is
+  // writing it out. Let them finish (httplib cuts a stream off once the server stops), then wake
+  // any that still wait.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (active_.load() > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   watches_.close_all();
   if (!thread_.joinable()) return;
   server_->stop();
@@ -194,7 +207,8 @@ void http_intake::generate(const httplib::Request& req, httplib::Response& res, 
   r->job.id = id;
   r->job.stream = r->stream || r->logprobs;  // without logprobs a whole answer needs only the done event
   auto [w, tag] = watches_.watch(id);
-  std::shared_ptr<lease> l(new lease{&watches_, id, tag, w});  // (a temporary lease would unwatch at once)
+  ++active_;
+  std::shared_ptr<lease> l(new lease{&watches_, id, tag, w, &active_});  // (a temporary lease would unwatch at once)
   const reply_to to{this, tag};
   sink_->deliver(to, schemas::decode_result(r->job));
   auto reply = w->wait_reply();

@@ -71,6 +71,7 @@ private:
   request_sink* sink_ = nullptr;
   watch_registry watches_;
   std::atomic<uint64_t> id_counter_{0};
+  std::atomic<int64_t> active_{0};  // requests with a job: handlers and streams not yet released
   uint64_t id_salt_ = 0;
   bool started_ = false;
 };

@@ -13,6 +13,8 @@ namespace {
 
 using json = nlohmann::ordered_json;  // keeps a schema's property order (the output follows it)
 
+constexpr int max_json_depth = 64;
+
 struct bad {
   std::string param, message;
   int status = 400;
@@ -278,7 +280,13 @@ std::variant<openai_request, openai_error> parse_openai_request(std::string_view
                                                                 const std::string& served_model,
                                                                 const schemas::decode_limits& limits) {
   try {
-    const json doc = json::parse(body);
+    // Nesting is bounded while parsing: a schema is written out again (dump() recurses), and a
+    // few hundred KB of brackets would otherwise exhaust a handler thread's stack.
+    const json doc = json::parse(body, [](int depth, json::parse_event_t, json&) {
+      if (depth > max_json_depth)
+        throw bad{"", "the body nests deeper than " + std::to_string(max_json_depth) + " levels (a schema that deep is not supported)"};
+      return true;
+    });
     return read(doc, endpoint, served_model, limits);
   } catch (const bad& b) {
     openai_error e;

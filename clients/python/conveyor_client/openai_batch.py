@@ -66,13 +66,20 @@ def _content(message, i):
 
 
 def _response_format(rf):
-    if rf is None or rf.get("type") == "text":
+    if rf is None:
         return None
+    if not isinstance(rf, dict):
+        raise LineError("response_format must be an object with a type", "response_format")
     t = rf.get("type")
+    if t == "text":
+        return None
     if t == "json_object":
         return {"type": "json_object"}
     if t == "json_schema":
-        schema = (rf.get("json_schema") or {}).get("schema")
+        js = rf.get("json_schema")
+        if not isinstance(js, dict):
+            raise LineError("response_format.json_schema must be an object with a schema", "response_format.json_schema")
+        schema = js.get("schema")
         if not isinstance(schema, (dict, bool)):
             raise LineError("response_format.json_schema.schema must be a JSON schema", "response_format.json_schema.schema")
         return {"type": "json_schema", "schema": json.dumps(schema)}

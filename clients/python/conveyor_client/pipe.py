@@ -217,7 +217,8 @@ class _Pipe:
                 self.server_down(park=e.code == "timeout")
                 return False
             else:
-                self.fail(rec, rec.job.get("id"), e.code, e.message, field=e.field)
+                self.fail(rec, rec.job.get("id"), e.code, e.message, field=e.field,
+                          client_side=e.code == "timeout")
         except (TypeError, ValueError) as e:
             self.fail(rec, rec.job.get("id"), "bad_request", str(e))
         return True

@@ -111,7 +111,10 @@ def test_the_mapping_reads_openai_bodies():
     assert json.loads(job["response_format"]["schema"]) == SCHEMA
     for body, param in [({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
                         ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
-                        ({"messages": []}, "messages")]:
+                        ({"messages": []}, "messages"),
+                        ({"messages": [{"role": "user", "content": "x"}], "response_format": "json"}, "response_format"),
+                        ({"messages": [{"role": "user", "content": "x"}],
+                          "response_format": {"type": "json_schema", "json_schema": "x"}}, "response_format.json_schema")]:
         with pytest.raises(openai_batch.LineError) as e:
             openai_batch.to_submit({"custom_id": "c", "url": "/v1/chat/completions", "body": body})
         assert e.value.param == param

@@ -170,6 +170,9 @@ def test_a_retried_request_id_runs_once(http_server):
     ({"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {"schema": 3}}},
      "response_format.json_schema.schema", "JSON schema"),
     ({"messages": MESSAGES, "response_format": {"type": "xml"}}, "response_format.type", "json_object"),
+    # 100k levels of brackets: refused while parsing, before anything recurses over them
+    (b'{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": '
+     b'{"schema": {"a": ' + b"[" * 100000 + b"]" * 100000 + b'}}}}', None, "nests deeper"),
 ])
 def test_bad_requests_get_400_naming_the_problem(http_server, body, param, fragment):
     status, err = http_server.post("/v1/chat/completions", body)
