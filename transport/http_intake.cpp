@@ -153,11 +153,6 @@ http_intake::~http_intake() {
 void http_intake::start(request_sink& sink) {
   if (started_) return;
   sink_ = &sink;
-  launch();
-}
-
-void http_intake::launch() {
-  if (started_) return;
   started_ = true;
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // httplib 0.11's stop() does nothing until the loop runs: wait for it.
@@ -182,7 +177,6 @@ void http_intake::generate(const httplib::Request& req, httplib::Response& res, 
     return send_error(res, {400, "the request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
                                      std::to_string(cfg_.max_body_bytes) + " (--http-max-body)",
                             "invalid_request_error", "", "too_long"});
-  if (!sink_) return send_error(res, stopping_error());  // never started (only being closed)
   auto parsed = parse_openai_request(req.body, ep, cfg_.model_name, cfg_.limits);
   if (auto* e = std::get_if<openai_error>(&parsed)) return send_error(res, *e);
   auto r = std::make_shared<openai_request>(std::move(std::get<openai_request>(parsed)));

@@ -58,7 +58,6 @@ public:
   void on_event(const std::string& job_id, const schemas::wire_bytes& event) { watches_.event(job_id, event); }
 
 private:
-  void launch();
   void generate(const httplib::Request& req, httplib::Response& res, openai_endpoint ep);
 
   http_config cfg_;

@@ -68,10 +68,8 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 } // namespace
 
-std::string openai_finish_reason(finish_reason r) { return to_string(r); }
-
 std::string render_completion(const openai_context& c, const std::vector<schemas::event_summary>& tokens, const schemas::event_summary& done) {
-  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(done.reason.value_or(finish_reason::stop))}};
+  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason.value_or(finish_reason::stop))}};
   json logprobs = nullptr;
   if (is_chat(c)) {
     choice["message"] = {{"role", "assistant"}, {"content", done.text}};
@@ -127,7 +125,7 @@ std::string render_chunk_tokens(const openai_context& c, const schemas::event_su
 }
 
 std::string render_chunk_done(const openai_context& c, const schemas::event_summary& done) {
-  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(done.reason.value_or(finish_reason::stop))}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason.value_or(finish_reason::stop))}, {"logprobs", nullptr}};
   if (is_chat(c)) choice["delta"] = json::object();
   else choice["text"] = "";
   json j = chunk_head(c);

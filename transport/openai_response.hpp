@@ -37,7 +37,4 @@ std::string render_chunk_done(const openai_context& c, const schemas::event_summ
 /// An error in the middle of a stream: a chunk holding the error object, then "data: [DONE]".
 std::string render_chunk_error(const openai_error& e);
 
-/// OpenAI's finish_reason for conveyor's (stop, length; cancelled and deadline as they are).
-std::string openai_finish_reason(finish_reason r);
-
 } // namespace conveyor::transport
