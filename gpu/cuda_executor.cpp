@@ -56,6 +56,9 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
                              "head_dim and at most 64 query heads per KV head (this model: head_dim " +
                              std::to_string(hd) + ", n_rot " + std::to_string(cfg_.n_rot) + ", heads " +
                              std::to_string(cfg_.n_head) + "/" + std::to_string(cfg_.n_head_kv) + ")");
+  if (cfg_.qkv_bias || cfg_.qk_norm || cfg_.rope != model::rope_pairs::norm || cfg_.rope_freq_scale != 1.0f)
+    throw model::model_error(where + "the CUDA executor does not run " + cfg_.arch +
+                             " models yet (QKV bias, q/k norms, NEOX or scaled RoPE); use --device cpu");
   std::string why;
   if (!cuda_device_available(&why, o.device)) throw std::runtime_error("no usable CUDA device: " + why);
   device_ = o.device;

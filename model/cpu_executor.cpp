@@ -105,7 +105,7 @@ step_result cpu_executor::step(const step_plan& plan) {
   const float* ff = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
   for (int32_t t = 0; t < T; ++t)
     rope_angles(pos_[t], cfg_.n_rot, cfg_.rope_theta, ff, &rope_cos_[static_cast<size_t>(t) * half],
-                &rope_sin_[static_cast<size_t>(t) * half]);
+                &rope_sin_[static_cast<size_t>(t) * half], cfg_.rope_freq_scale);
 
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     attention_block(l);
@@ -175,10 +175,18 @@ void cpu_executor::attention_block(int32_t l) {
   const int32_t bs = info_.block_size;
   per_token(pool_, T, [&](int32_t t) {  // distinct (block, slot) per token: no two write one row
     float* q = &qkv_[static_cast<size_t>(t) * width];
+    if (!L.qkv_bias.empty())
+      for (int32_t i = 0; i < width; ++i) q[i] += L.qkv_bias[static_cast<size_t>(i)];
+    if (!L.q_norm.empty()) {  // in place: rms_norm reads each element before writing it
+      for (int32_t h = 0; h < cfg_.n_head; ++h) rms_norm(q + h * hd, L.q_norm.data(), q + h * hd, hd, cfg_.rms_eps);
+      for (int32_t h = 0; h < cfg_.n_head_kv; ++h)
+        rms_norm(q + nq + h * hd, L.k_norm.data(), q + nq + h * hd, hd, cfg_.rms_eps);
+    }
     const float* c = &rope_cos_[static_cast<size_t>(t) * half];
     const float* s = &rope_sin_[static_cast<size_t>(t) * half];
-    rope_apply(q, cfg_.n_head, hd, cfg_.n_rot, c, s);
-    rope_apply(q + nq, cfg_.n_head_kv, hd, cfg_.n_rot, c, s);
+    const bool neox = cfg_.rope == rope_pairs::neox;
+    rope_apply(q, cfg_.n_head, hd, cfg_.n_rot, c, s, neox);
+    rope_apply(q + nq, cfg_.n_head_kv, hd, cfg_.n_rot, c, s, neox);
     const block_id b = table_[t][pos_[t] / bs];
     kv_->store(l, b, pos_[t] % bs, q + nq, q + nq + nkv);  // fp16-rounded when match_llama_cpp
   });

@@ -74,6 +74,17 @@ llama_weights llama_weights::map(const gguf_file& f, const llama_config& c) {
     layer_weights& L = w.layers[static_cast<size_t>(l)];
     L.attn_norm = load_tensor_f32(f, p + "attn_norm.weight", d);
     L.wqkv = stacked(f, {{p + "attn_q.weight", q}, {p + "attn_k.weight", kv}, {p + "attn_v.weight", kv}}, d);
+    if (c.qkv_bias) {
+      L.qkv_bias = load_tensor_f32(f, p + "attn_q.bias", q);
+      for (const char* b : {"attn_k.bias", "attn_v.bias"}) {
+        const std::vector<float> v = load_tensor_f32(f, p + b, kv);
+        L.qkv_bias.insert(L.qkv_bias.end(), v.begin(), v.end());
+      }
+    }
+    if (c.qk_norm) {
+      L.q_norm = load_tensor_f32(f, p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = load_tensor_f32(f, p + "attn_k_norm.weight", c.head_dim);
+    }
     L.wo = stacked(f, {{p + "attn_output.weight", d}}, q);
     L.ffn_norm = load_tensor_f32(f, p + "ffn_norm.weight", d);
     L.gate_up = stacked(f, {{p + "ffn_gate.weight", c.n_ff}, {p + "ffn_up.weight", c.n_ff}}, d);

@@ -24,6 +24,9 @@ std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, 
 struct layer_weights {
   std::vector<float> attn_norm;  ///< (n_embd)
   qmatrix wqkv;                  ///< (n_head*hd + 2*n_head_kv*hd, n_embd): rows of Q, then K, then V
+  std::vector<float> qkv_bias;   ///< (n_head*hd + 2*n_head_kv*hd) Q, K, V biases (qwen2), or empty
+  std::vector<float> q_norm;     ///< (hd) RMSNorm weight over each query head (qwen3), or empty
+  std::vector<float> k_norm;     ///< (hd) the same over each key head, or empty
   qmatrix wo;                    ///< (n_embd, n_head*hd)
   std::vector<float> ffn_norm;   ///< (n_embd)
   qmatrix gate_up;               ///< (2*n_ff, n_embd): rows of gate, then up

@@ -15,7 +15,7 @@ build=$root/build
 bin=$root/bin
 jobs=${JOBS:-2}
 nice_level=${NICE:-10}
-targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize)
+targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize llama-tokenize)
 
 say() { echo "[build_llama_cpp] $*" >&2; }
 die() { echo "[build_llama_cpp] error: $*" >&2; exit 1; }
@@ -24,6 +24,7 @@ die() { echo "[build_llama_cpp] error: $*" >&2; exit 1; }
 all_built() {
   local t
   [[ -f $bin/BUILT ]] || return 1
+  [[ $(cat "$bin/REQUESTED" 2>/dev/null) == "${targets[*]}" ]] || return 1  # a target was added
   for t in $(cat "$bin/BUILT"); do [[ -x $bin/$t ]] || return 1; done
 }
 
@@ -38,34 +39,7 @@ for tool in cmake c++ cc; do
 done
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-python=${PYTHON:-}
-if [[ -z $python ]]; then
-  here=$(cd "$(dirname "$0")/.." && pwd)
-  if [[ -x $here/.venv/bin/python ]]; then python=$here/.venv/bin/python; else python=python3; fi
-fi
-"$python" -m pip --version >/dev/null 2>&1 || die "'$python -m pip' does not work. HINT: set PYTHON=/path/to/python with pip"
-
-mkdir -p "$root"
-if [[ ! -f $src/CMakeLists.txt ]]; then
-  dl=$root/download
-  mkdir -p "$dl"
-  sdist=$(ls "$dl"/llama_cpp_python-$version.tar.gz 2>/dev/null || true)
-  if [[ -z $sdist ]]; then
-    say "downloading llama-cpp-python $version sdist from PyPI"
-    "$python" -m pip download --no-binary :all: --no-deps -d "$dl" \
-      "llama-cpp-python==$version" >&2 || die "pip download failed"
-    sdist=$(ls "$dl"/llama_cpp_python-$version.tar.gz)
-  fi
-  say "unpacking $sdist"
-  tmp=$root/unpack
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  tar -xzf "$sdist" -C "$tmp"
-  vendored=$tmp/llama_cpp_python-$version/vendor/llama.cpp
-  [[ -f $vendored/CMakeLists.txt ]] || die "no vendor/llama.cpp in $sdist"
-  rm -rf "$src"
-  mv "$vendored" "$src"
-  rm -rf "$tmp"
-fi
+src=$(PYTHON=${PYTHON:-} "$(dirname "$0")/fetch_llama_src.sh") || die "could not fetch the llama.cpp source"
 for d in tools/server tools/llama-bench tools/batched-bench tools/quantize; do
   [[ -d $src/$d ]] || die "$src/$d missing: the vendored llama.cpp lacks a tool we need"
 done
@@ -94,6 +68,7 @@ for t in "${present[@]}"; do
   cp -f "$build/bin/$t" "$bin/$t"
 done
 echo "${present[*]}" > "$bin/BUILT"
+echo "${targets[*]}" > "$bin/REQUESTED"
 all_built || die "build finished but binaries are missing from $bin"
 say "built in $(( $(date +%s) - start )) s; binaries in $bin"
 echo "$bin"

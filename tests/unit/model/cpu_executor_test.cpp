@@ -78,6 +78,27 @@ BOOST_AUTO_TEST_CASE(logits_match_reference_q4_1_gqa_tied) { check_against_refer
 
 BOOST_AUTO_TEST_CASE(logits_match_reference_kquants_untied_rope_freqs) { check_against_reference(tiny_config_b(), "config_b"); }
 
+BOOST_AUTO_TEST_CASE(logits_match_reference_qwen2_qkv_bias_neox) {
+  tiny_llama_spec s = tiny_config_a();
+  s.arch = "qwen2";
+  s.rope_theta = 1000000.0f;
+  check_against_reference(s, "qwen2");
+}
+
+BOOST_AUTO_TEST_CASE(logits_match_reference_qwen3_qk_norm_key_length) {
+  tiny_llama_spec s = tiny_config_b();  // head dim 32 given as key_length: 4 heads of 32 in n_embd 256
+  s.arch = "qwen3";
+  s.key_length = 32;
+  s.rope_freqs = false;
+  check_against_reference(s, "qwen3");
+}
+
+BOOST_AUTO_TEST_CASE(logits_match_reference_linear_rope_scaling) {
+  tiny_llama_spec s = tiny_config_a();
+  s.rope_linear_factor = 4.0f;
+  check_against_reference(s, "linear_rope");
+}
+
 BOOST_AUTO_TEST_CASE(logits_match_reference_legacy_quants_mha) { check_against_reference(config_c(), "config_c"); }
 
 BOOST_AUTO_TEST_CASE(malformed_plans_are_rejected) {

@@ -50,30 +50,51 @@ double fp16(double v) { return fp16_to_fp32(fp32_to_fp16(static_cast<float>(v)))
 } // namespace
 
 std::vector<double> reference_logits(const gguf_file& f, const std::vector<token_id>& tokens, bool kv_fp16) {
-  const int64_t d = *f.get_int("llama.embedding_length"), n_layer = *f.get_int("llama.block_count");
-  const int64_t n_head = *f.get_int("llama.attention.head_count");
-  const int64_t n_kv = *f.get_int("llama.attention.head_count_kv");
-  const int64_t hd = d / n_head, n_rot = f.get_int("llama.rope.dimension_count").value_or(hd);
-  const double eps = *f.get_float("llama.attention.layer_norm_rms_epsilon");
-  const double theta = f.get_float("llama.rope.freq_base").value_or(10000.0);
+  const std::string arch = *f.get_string("general.architecture"), a = arch + ".";
+  const int64_t d = *f.get_int(a + "embedding_length"), n_layer = *f.get_int(a + "block_count");
+  const int64_t n_head = *f.get_int(a + "attention.head_count");
+  const int64_t n_kv = *f.get_int(a + "attention.head_count_kv");
+  const int64_t hd = f.get_int(a + "attention.key_length").value_or(d / n_head);
+  const int64_t n_rot = f.get_int(a + "rope.dimension_count").value_or(hd);
+  const double eps = *f.get_float(a + "attention.layer_norm_rms_epsilon");
+  const double theta = f.get_float(a + "rope.freq_base").value_or(10000.0);
+  const double pos_scale = f.get_string(a + "rope.scaling.type").value_or("none") == "linear"
+                               ? 1.0 / *f.get_float(a + "rope.scaling.factor") : 1.0;
+  const bool neox = arch != "llama";  // qwen2, qwen3: halves rotate together
   const matrix embd = load(f, "token_embd.weight");
   const matrix head = f.find_tensor("output.weight") ? load(f, "output.weight") : embd;
   const matrix out_norm = load(f, "output_norm.weight");
   std::vector<float> freqs;
   if (f.find_tensor("rope_freqs.weight")) freqs = load(f, "rope_freqs.weight").w;
 
-  // Rotates adjacent pairs (GGUF's permuted Q/K layout) of every head at position p.
+  // Rotates pairs of every head at position p: adjacent (GGUF's permuted Llama Q/K) or halves.
   auto rope = [&](vec& v, int64_t heads, int64_t p) {
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < n_rot / 2; ++i) {
         double a = static_cast<double>(p) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
         if (!freqs.empty()) a /= freqs[static_cast<size_t>(i)];
-        double& x0 = v[static_cast<size_t>(h * hd + 2 * i)];
-        double& x1 = v[static_cast<size_t>(h * hd + 2 * i + 1)];
+        a *= pos_scale;
+        double& x0 = v[static_cast<size_t>(h * hd + (neox ? i : 2 * i))];
+        double& x1 = v[static_cast<size_t>(h * hd + (neox ? i + n_rot / 2 : 2 * i + 1))];
         const double r0 = x0 * std::cos(a) - x1 * std::sin(a), r1 = x0 * std::sin(a) + x1 * std::cos(a);
         x0 = r0;
         x1 = r1;
       }
+  };
+  // Qwen2's biases and Qwen3's per-head norms, when the file has them.
+  auto add_bias = [&](vec& v, const std::string& name) {
+    if (!f.find_tensor(name)) return;
+    const matrix b = load(f, name);
+    for (size_t i = 0; i < v.size(); ++i) v[i] += b.w[i];
+  };
+  auto head_norm = [&](vec& v, int64_t heads, const std::string& name) {
+    if (!f.find_tensor(name)) return;
+    const matrix w = load(f, name);
+    for (int64_t h = 0; h < heads; ++h) {
+      const vec part(v.begin() + h * hd, v.begin() + (h + 1) * hd);
+      const vec y = rms_norm(part, w, eps);
+      std::copy(y.begin(), y.end(), v.begin() + h * hd);
+    }
   };
 
   std::vector<std::vector<vec>> K(static_cast<size_t>(n_layer)), V(static_cast<size_t>(n_layer));
@@ -85,6 +106,11 @@ std::vector<double> reference_logits(const gguf_file& f, const std::vector<token
       const std::string b = "blk." + std::to_string(l) + ".";
       vec h = rms_norm(x, load(f, b + "attn_norm.weight"), eps);
       vec q = load(f, b + "attn_q.weight").mul(h), k = load(f, b + "attn_k.weight").mul(h), v = load(f, b + "attn_v.weight").mul(h);
+      add_bias(q, b + "attn_q.bias");
+      add_bias(k, b + "attn_k.bias");
+      add_bias(v, b + "attn_v.bias");
+      head_norm(q, n_head, b + "attn_q_norm.weight");
+      head_norm(k, n_kv, b + "attn_k_norm.weight");
       rope(q, n_head, static_cast<int64_t>(p));
       rope(k, n_kv, static_cast<int64_t>(p));
       if (kv_fp16)

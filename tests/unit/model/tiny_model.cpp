@@ -91,6 +91,15 @@ public:
     w_.add_tensor(name, s_.norm, ne, quantize_row_ref(s_.norm, x));
   }
 
+  void bias(const std::string& name, int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) {
+      v = 0.5f * rng_.normal();
+    }
+    const std::vector<int64_t> ne{n};
+    w_.add_tensor_f32(name, ne, x);
+  }
+
 private:
   gguf_writer& w_;
   const tiny_llama_spec& s_;
@@ -153,7 +162,8 @@ std::vector<std::string> tiny_vocab(const tiny_llama_spec& spec) {
 void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
   require(s.n_embd > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_layer > 0 && s.n_ctx > 0,
           "sizes must be positive");
-  require(s.n_embd % s.n_head == 0 && s.head_dim() % 2 == 0, "n_embd / n_head must be an even integer");
+  require((s.key_length > 0 || s.n_embd % s.n_head == 0) && s.head_dim() % 2 == 0, "the head dim must be an even integer");
+  require(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3", "arch must be llama, qwen2 or qwen3");
   require(s.n_head % s.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
   const std::vector<std::string> vocab = tiny_vocab(s);
   const auto n_vocab = static_cast<int64_t>(vocab.size());
@@ -165,23 +175,32 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
   }
 
   gguf_writer w;
-  w.add_kv("general.architecture", "llama");
+  w.add_kv("general.architecture", s.arch);
   w.add_kv("general.name", "tiny-llama");
   if (s.alignment != 0) {
     w.set_alignment(s.alignment);
   }
   w.add_kv("general.file_type", static_cast<uint32_t>(general_file_type(s.ffn_gate)));
   w.add_kv("general.quantization_version", uint32_t{2});
-  w.add_kv("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w.add_kv("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.add_kv("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.add_kv("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.add_kv("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.add_kv("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.add_kv("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.add_kv("llama.rope.freq_base", s.rope_theta);
-  w.add_kv("llama.rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
-  w.add_kv("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  const std::string a = s.arch + ".";
+  w.add_kv(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.add_kv(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.add_kv(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.add_kv(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.add_kv(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.add_kv(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.add_kv(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.add_kv(a + "rope.freq_base", s.rope_theta);
+  w.add_kv(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  if (s.key_length > 0) {
+    w.add_kv(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
+    w.add_kv(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
+  }
+  if (s.rope_linear_factor > 0.0f) {
+    w.add_kv(a + "rope.scaling.type", "linear");
+    w.add_kv(a + "rope.scaling.factor", s.rope_linear_factor);
+  }
+  w.add_kv(a + "vocab_size", static_cast<uint32_t>(n_vocab));
   w.add_kv("tokenizer.ggml.model", "gpt2");
   w.add_kv("tokenizer.ggml.pre", "smollm");
   w.add_kv("tokenizer.ggml.tokens", vocab);
@@ -194,7 +213,7 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
   w.add_kv("tokenizer.ggml.add_bos_token", false);
   w.add_kv("tokenizer.chat_template", s.chat_template);
 
-  const int64_t e = s.n_embd, hd = s.head_dim(), kv = int64_t{s.n_head_kv} * hd, ff = s.n_ff;
+  const int64_t e = s.n_embd, hd = s.head_dim(), q = int64_t{s.n_head} * hd, kv = int64_t{s.n_head_kv} * hd, ff = s.n_ff;
   tensor_maker make(w, s);
   make.weight("token_embd.weight", s.token_embd, e, n_vocab);
   if (s.rope_freqs) {
@@ -209,10 +228,19 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
   for (int32_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     make.norm(p + "attn_norm.weight", e);
-    make.weight(p + "attn_q.weight", s.attn_q, e, e);
+    make.weight(p + "attn_q.weight", s.attn_q, e, q);
     make.weight(p + "attn_k.weight", s.attn_k, e, kv);
     make.weight(p + "attn_v.weight", s.attn_v, e, kv);
-    make.weight(p + "attn_output.weight", s.attn_output, e, e);
+    if (s.arch == "qwen2") {  // biases are large next to the weights, so a wrong add shows
+      make.bias(p + "attn_q.bias", q);
+      make.bias(p + "attn_k.bias", kv);
+      make.bias(p + "attn_v.bias", kv);
+    }
+    if (s.arch == "qwen3") {
+      make.norm(p + "attn_q_norm.weight", hd);
+      make.norm(p + "attn_k_norm.weight", hd);
+    }
+    make.weight(p + "attn_output.weight", s.attn_output, q, e);
     make.norm(p + "ffn_norm.weight", e);
     make.weight(p + "ffn_gate.weight", s.ffn_gate, e, ff);
     make.weight(p + "ffn_up.weight", s.ffn_up, e, ff);

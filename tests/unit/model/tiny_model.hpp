@@ -18,6 +18,8 @@ extern const char* const tiny_chatml_template;
 /// Shape, tokenizer and per-tensor-kind types of a tiny Llama. Defaults are config A of §6.1
 /// (GQA 3:1, odd head count, tied embeddings, Q4_1 layers, Q8_0 token_embd, F32 norms).
 struct tiny_llama_spec {
+  /// "llama", "qwen2" (adds attn_{q,k,v}.bias, F32) or "qwen3" (adds attn_{q,k}_norm).
+  std::string arch = "llama";
   int32_t n_embd = 96;
   int32_t n_head = 3;
   int32_t n_head_kv = 1;
@@ -34,6 +36,8 @@ struct tiny_llama_spec {
   float rms_eps = 1e-5f;
   bool tied = true;         ///< true: no output.weight (the LM head is token_embd)
   bool rope_freqs = false;  ///< adds rope_freqs.weight [head_dim/2] F32 (llama3-style divisors)
+  float rope_linear_factor = 0.0f;  ///< > 0: rope.scaling.type "linear" with this factor
+  int32_t key_length = 0;   ///< > 0: attention.key_length (a head dim other than n_embd / n_head)
   ggml_type attn_q = ggml_type::q4_1;
   ggml_type attn_k = ggml_type::q4_1;
   ggml_type attn_v = ggml_type::q4_1;
@@ -54,7 +58,7 @@ struct tiny_llama_spec {
   void set_attn_types(ggml_type t);
   /// Sets ffn_gate/up/down to `t`.
   void set_ffn_types(ggml_type t);
-  int32_t head_dim() const { return n_embd / n_head; }
+  int32_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
 };
 
 /// Config A of §6.1 (the defaults).
