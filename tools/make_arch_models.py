@@ -136,7 +136,9 @@ def hf_weights(a):
     def norm(n):
         return (1.0 + 0.1 * rng.uniform(n)).astype(np.float32)
 
-    w = {"model.embed_tokens.weight": mat(nv, d, 1.0)}
+    # A tied head scores each token by its embedding; at full scale the last input token's own
+    # embedding dominates and greedy repeats it, so tied models get small embeddings.
+    w = {"model.embed_tokens.weight": mat(nv, d, 0.1 if a["tied"] else 1.0)}
     for l in range(a["n_layer"]):
         p = f"model.layers.{l}."
         w[p + "input_layernorm.weight"] = norm(d)
