@@ -87,6 +87,15 @@ BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
   model::write_tiny_llama(odd_type, spec);
   patch_tensor_type(odd_type, "blk.0.attn_q.weight", 25);  // F16 -> I16: same size, not loadable
   expect_error("generate --model " + odd_type + " --prompt hi", "has type I16");
+  patch_tensor_type(odd_type, "blk.0.attn_q.weight", 77);  // an id no ggml version has
+  expect_error("generate --model " + odd_type + " --prompt hi", "unknown ggml type id 77");
+
+  const std::string moe = temp_file("qwen2moe.gguf");
+  model::gguf_writer m;
+  m.add_kv("general.architecture", "qwen2moe");
+  m.write(moe);
+  expect_error("generate --model " + moe + " --prompt hi", "unsupported architecture 'qwen2moe' (conveyor runs llama, qwen2, qwen3");
+  std::filesystem::remove(moe);
 
   expect_error("generate --model " + tiny + " --prompt hi --temperature -1", "temperature");
   for (const auto& p : {text, tiny, truncated, other_arch, odd_type}) std::filesystem::remove(p);
