@@ -1,5 +1,6 @@
 // gguf_file: maps the file read-only, hands the bytes to parse_gguf(), and answers typed queries.
-// The mapping lives as long as the gguf_file, so tensor_data() pointers need no copy.
+// The mapping lives as long as the gguf_file, so tensor_data() pointers need no copy. An
+// assembled view (gguf_assemble.cpp) answers the same queries from memory it was handed.
 // Getter type mismatches are gguf_errors naming the key, its type and the type asked for.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -17,22 +18,11 @@ namespace conveyor::model {
 
 gguf_value_type gguf_value::type() const { return static_cast<gguf_value_type>(v.index()); }
 
-struct gguf_file::impl {
-  std::string path;
-  void* map = nullptr;
-  size_t map_size = 0;
-  gguf_contents c;
-
-  impl() = default;
-  impl(const impl&) = delete;
-  impl& operator=(const impl&) = delete;
-  ~impl() {
-    if (map != nullptr) {
-      ::munmap(map, map_size);
-    }
+gguf_file::impl::~impl() {
+  if (map != nullptr) {
+    ::munmap(map, map_size);
   }
-  [[noreturn]] void fail(const std::string& problem) const { throw gguf_error(path + ": " + problem); }
-};
+}
 
 namespace {
 
@@ -250,6 +240,10 @@ const gguf_tensor_info* gguf_file::find_tensor(std::string_view name) const {
 }
 
 const uint8_t* gguf_file::tensor_data(const gguf_tensor_info& t) const {
+  if (p_->assembled) {
+    const auto it = p_->c.tensor_index.find(t.name);
+    return it == p_->c.tensor_index.end() ? nullptr : p_->tensor_ptrs[it->second];
+  }
   return static_cast<const uint8_t*>(p_->map) + p_->c.data_offset + t.offset;
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -53,10 +54,23 @@ struct gguf_tensor_info {
   int64_t num_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
+/// One tensor of an assembled view: name, type, n_dims and ne (offset and nbytes are filled in
+/// by assemble), and its bytes, which one of the view's owners keeps alive.
+struct gguf_tensor_view {
+  gguf_tensor_info info;
+  const uint8_t* data = nullptr;
+};
+
 class gguf_file {
 public:
   /// Maps and validates `path`. Throws gguf_error.
   static gguf_file open(const std::string& path);
+  /// A GGUF built in memory rather than read (a Hugging Face folder, model/hf_folder.hpp): the
+  /// metadata `kvs` in order, and tensors pointing into memory that `owners` keep alive
+  /// (mappings, buffers) for as long as the gguf_file lives. Checks what open() checks of names,
+  /// keys and shapes; version() is 3 and alignment() 32. Throws gguf_error("<path>: <problem>").
+  static gguf_file assemble(const std::string& path, std::vector<std::pair<std::string, gguf_value>> kvs,
+                            std::vector<gguf_tensor_view> tensors, std::vector<std::shared_ptr<const void>> owners);
   gguf_file(gguf_file&&) noexcept;
   gguf_file& operator=(gguf_file&&) noexcept;
   ~gguf_file();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,6 +32,25 @@ struct gguf_contents {
   gguf_name_index kv_index;                              // key -> index into kvs
   std::vector<gguf_tensor_info> tensors;                 // file order
   gguf_name_index tensor_index;                          // name -> index into tensors
+};
+
+/// What a gguf_file holds: either a read-only mapping of a GGUF file (open) or tensors that
+/// point into memory kept alive by `owners` (assemble).
+struct gguf_file::impl {
+  std::string path;
+  void* map = nullptr;
+  size_t map_size = 0;
+  gguf_contents c;
+  /// assemble() only: each tensor's bytes, in the order of c.tensors, and their keepers.
+  bool assembled = false;
+  std::vector<const uint8_t*> tensor_ptrs;
+  std::vector<std::shared_ptr<const void>> owners;
+
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+  ~impl();
+  [[noreturn]] void fail(const std::string& problem) const { throw gguf_error(path + ": " + problem); }
 };
 
 /// Parses and validates `data[0, size)`. Throws gguf_error("<path>: <problem>").

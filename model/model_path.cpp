@@ -1,9 +1,11 @@
+// Model arguments: known names, GGUF paths and Hugging Face folders, and the dispatch between them.
 #include "model/model_path.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 
+#include "model/hf_folder.hpp"
 #include "model/llama_config.hpp"
 
 namespace conveyor::model {
@@ -35,10 +37,15 @@ std::string resolve_model(const std::string& name_or_path) {
   }
   std::error_code ec;
   if (!fs::exists(name_or_path, ec))
-    throw model_error(name_or_path + ": no such file; pass a GGUF file path or a known model name (smollm2)");
-  if (fs::is_directory(name_or_path, ec))
-    throw model_error(name_or_path + ": is a directory; pass a GGUF file path or a known model name (smollm2)");
+    throw model_error(name_or_path +
+                      ": no such file; pass a GGUF file, a Hugging Face model folder or a known model name (smollm2)");
   return name_or_path;
+}
+
+gguf_file open_model(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return open_hf_folder(path);
+  return gguf_file::open(path);
 }
 
 } // namespace conveyor::model

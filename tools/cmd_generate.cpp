@@ -55,7 +55,7 @@ int run_generate(const generate_opts& o) {
     return 2;
   }
   const auto t_load = clock_type::now();
-  auto file = model::gguf_file::open(model::resolve_model(o.model));
+  auto file = model::open_model(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::vector<token_id> prompt;
@@ -145,7 +145,7 @@ int run_generate(const generate_opts& o) {
 void register_generate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<generate_opts>();
   CLI::App* cmd = app.add_subcommand("generate", "Stream one completion of a prompt to stdout (timings go to stderr)");
-  cmd->add_option("--model,-m", o->model, "Model name (smollm2) or GGUF path")->capture_default_str();
+  cmd->add_option("--model,-m", o->model, "Model name (smollm2), GGUF file or Hugging Face folder")->capture_default_str();
   cmd->add_option("--prompt,-p", o->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--max-tokens,-n", o->max_tokens, "Tokens to generate at most")->capture_default_str();

@@ -55,7 +55,7 @@ int run_serve(const serve_options& o) {
   // With NATS the fleet's jobs and events live in JetStream: a replica that restarts gets its
   // unfinished jobs back as redeliveries, like any other replica, so no local journal.
   if (o.journal && !o.nats.enabled()) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
-  auto file = model::gguf_file::open(model::resolve_model(o.model));
+  auto file = model::open_model(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::shared_ptr<executor> ex;

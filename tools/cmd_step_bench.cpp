@@ -32,7 +32,7 @@ using clock_type = std::chrono::steady_clock;
 
 
 int run_step_bench(const step_bench_opts& o) {
-  auto file = model::gguf_file::open(model::resolve_model(o.model));
+  auto file = model::open_model(model::resolve_model(o.model));
   int32_t max_b = 1;
   for (int32_t b : o.batches) max_b = std::max(max_b, b);
   model::cpu_executor_options eo;
@@ -68,7 +68,7 @@ int run_step_bench(const step_bench_opts& o) {
 void register_step_bench(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<step_bench_opts>();
   CLI::App* cmd = app.add_subcommand("step-bench", "Time the CPU executor's prefill and decode steps at several batch sizes");
-  cmd->add_option("--model,-m", o->model, "Model name or GGUF path")->capture_default_str();
+  cmd->add_option("--model,-m", o->model, "Model name, GGUF file or Hugging Face folder")->capture_default_str();
   cmd->add_option("--batches", o->batches, "Decode tokens per step to time")->delimiter(',')->capture_default_str();
   cmd->add_option("--context", o->context, "Tokens already in each sequence's KV cache")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Decode steps timed per batch size")->capture_default_str();

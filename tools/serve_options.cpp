@@ -16,7 +16,7 @@ namespace conveyor::tools {
 void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
       ->check(CLI::ExistingFile);
-  cmd.add_option("--model,-m", model, "Model name (smollm2) or GGUF path")->capture_default_str();
+  cmd.add_option("--model,-m", model, "Model name (smollm2), GGUF file or Hugging Face folder")->capture_default_str();
   cmd.add_option("--device", device,
                  "cpu, cuda, null (fixed token, no arithmetic: measures the runtime itself), or sim (null, but each step "
                  "takes as long as --sim-cost-model says: replicas on one machine behave like GPUs)")

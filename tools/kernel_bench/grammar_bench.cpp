@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto file = gguf_file::open(resolve_model(model));
+  auto file = open_model(resolve_model(model));
   auto tok = tokenizer::from_gguf(file);
   const int32_t V = tok.vocab_size();
   auto t0 = clk::now();

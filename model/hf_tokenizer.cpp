@@ -1,0 +1,234 @@
+// tokenizer.json -> the tokenizer.* GGUF keys, as convert_hf_to_gguf.py writes them for a
+// byte-level BPE vocabulary (_set_vocab_gpt2, get_vocab_base, gguf-py's SpecialVocab): ids in
+// order, added tokens typed control (special, or looking like <|...|>) or user-defined, merges
+// from "a b" strings or ["a", "b"] pairs, bos/eos from tokenizer_config.json or config.json, the
+// chat template. The pre-tokenizer type, which the converter finds by hashing a tokenization,
+// is found here by comparing the Split regex with the ones llama.cpp knows.
+#include "model/hf_tokenizer.hpp"
+
+#include <filesystem>
+#include <optional>
+
+#include "model/hf_json.hpp"
+#include "model/tokenizer.hpp"
+
+namespace conveyor::model {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// The Split regexes of Llama 3's and Qwen2's tokenizer.json (Qwen2.5 and Qwen3 share Qwen2's).
+constexpr std::string_view kLlama3Regex =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr std::string_view kQwen2Regex =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr const char* kConvertHint = "; convert the model with llama.cpp's convert_hf_to_gguf.py and pass the GGUF";
+
+[[noreturn]] void fail(const std::string& where, const std::string& problem) {
+  throw tokenizer_error(where + ": " + problem);
+}
+
+std::string type_of(const json& j) { return j.is_object() ? j.value("type", std::string("?")) : j.type_name(); }
+
+bool byte_level(const json& p, bool use_regex) {
+  return type_of(p) == "ByteLevel" && !p.value("add_prefix_space", false) && p.value("use_regex", true) == use_regex;
+}
+
+/// llama.cpp's tokenizer.ggml.pre name for the folder's pre_tokenizer.
+std::string detect_pre(const json& tok, const std::string& where) {
+  const json& pt = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
+  json steps = json::array();
+  if (type_of(pt) == "Sequence" && pt.contains("pretokenizers") && pt["pretokenizers"].is_array()) steps = pt["pretokenizers"];
+  else if (pt.is_object()) steps.push_back(pt);
+  if (steps.size() == 2 && type_of(steps[0]) == "Split" && byte_level(steps[1], false)) {
+    const json& s = steps[0];
+    const json pattern = s.value("pattern", json::object());
+    const std::string regex = pattern.is_object() ? pattern.value("Regex", std::string()) : std::string();
+    if (s.value("behavior", std::string()) == "Isolated" && !s.value("invert", false)) {
+      if (regex == kLlama3Regex) return "llama-bpe";
+      if (regex == kQwen2Regex) return "qwen2";
+    }
+  }
+  if (steps.size() == 1 && byte_level(steps[0], true)) return "gpt-2";
+  if (steps.size() == 2 && type_of(steps[0]) == "Digits" && steps[0].value("individual_digits", false) &&
+      byte_level(steps[1], true))
+    return "smollm";
+  std::string seen;
+  for (const json& s : steps) seen += (seen.empty() ? "" : ", ") + type_of(s);
+  fail(where, "pre_tokenizer [" + seen + "] is not one conveyor recognizes (Llama 3's, Qwen2's, GPT-2's or SmolLM's byte-level splits)" +
+                  kConvertHint);
+}
+
+bool looks_special(const std::string& t) {  // convert_hf_to_gguf.py does_token_look_special
+  auto wrapped = [&](std::string_view a, std::string_view b) {
+    return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+std::string replace_all(const std::string& s, std::string_view from, std::string_view to) {
+  std::string out;
+  size_t pos = 0;
+  for (size_t f; (f = s.find(from, pos)) != std::string::npos; pos = f + from.size()) out.append(s, pos, f - pos).append(to);
+  return out.append(s, pos);
+}
+
+std::vector<std::string> read_merges(const json& model, const std::string& where) {
+  std::vector<std::string> out;
+  const json merges = model.value("merges", json::array());
+  if (!merges.is_array()) fail(where, "model.merges is not an array");
+  out.reserve(merges.size());
+  for (const json& m : merges) {
+    if (m.is_string()) {
+      out.push_back(m.get<std::string>());
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      // Spaces inside a pair are written as U+0120, as the converter does for the "a b" form.
+      out.push_back(replace_all(m[0].get<std::string>(), " ", "\xC4\xA0") + " " +
+                    replace_all(m[1].get<std::string>(), " ", "\xC4\xA0"));
+    } else {
+      fail(where, "model.merges holds " + m.dump().substr(0, 40) + ", expected \"a b\" or [\"a\", \"b\"]");
+    }
+  }
+  return out;
+}
+
+/// The content of a tokenizer_config.json *_token entry: a string or an AddedToken object.
+std::optional<std::string> token_content(const json& cfg, const std::string& key) {
+  const auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  return std::nullopt;
+}
+
+std::string chat_template_of(const fs::path& dir, const json& tcfg, const std::string& where) {
+  const auto it = tcfg.find("chat_template");
+  if (it != tcfg.end() && it->is_string()) return it->get<std::string>();
+  if (it != tcfg.end() && it->is_array()) {  // named templates: "default" is tokenizer.chat_template
+    for (const json& t : *it)
+      if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") && t["template"].is_string())
+        return t["template"].get<std::string>();
+    return "";
+  }
+  if (it != tcfg.end() && !it->is_null()) fail(where, "chat_template is a " + std::string(it->type_name()) + ", expected a string or a list");
+  if (fs::is_regular_file(dir / "chat_template.jinja")) return read_text_file((dir / "chat_template.jinja").string());
+  if (fs::is_regular_file(dir / "chat_template.json")) {
+    const json j = read_json_file((dir / "chat_template.json").string());
+    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) return j["chat_template"].get<std::string>();
+  }
+  return "";
+}
+
+} // namespace
+
+gguf_value gguf_u32(uint32_t x) { return gguf_value{x}; }
+gguf_value gguf_f32(float x) { return gguf_value{x}; }
+gguf_value gguf_bool(bool x) { return gguf_value{x}; }
+gguf_value gguf_str(std::string s) { return gguf_value{std::move(s)}; }
+gguf_value gguf_strs(std::vector<std::string> items) {
+  gguf_array a{gguf_value_type::string, {}};
+  a.items.reserve(items.size());
+  for (std::string& s : items) a.items.push_back(gguf_value{std::move(s)});
+  return gguf_value{std::move(a)};
+}
+gguf_value gguf_i32s(const std::vector<int32_t>& items) {
+  gguf_array a{gguf_value_type::i32, {}};
+  a.items.reserve(items.size());
+  for (int32_t x : items) a.items.push_back(gguf_value{x});
+  return gguf_value{std::move(a)};
+}
+
+void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_vocab, gguf_kvs& kvs) {
+  const fs::path root(dir);
+  const std::string where = (root / "tokenizer.json").string();
+  if (!fs::is_regular_file(root / "tokenizer.json")) {
+    if (fs::is_regular_file(root / "tokenizer.model"))
+      fail(where, "missing; the folder has only a SentencePiece tokenizer.model, which conveyor does not read from folders" +
+                      std::string(kConvertHint));
+    fail(where, "missing; a Hugging Face model folder needs its tokenizer.json");
+  }
+  const json tok = read_json_file(where);
+  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) fail(where, "has no \"model\" object");
+  const json& model = tok["model"];
+  if (type_of(model) != "BPE") fail(where, "model type '" + type_of(model) + "' is not supported (conveyor reads byte-level BPE)" + kConvertHint);
+  if (model.value("byte_fallback", false))
+    fail(where, "is a SentencePiece-style BPE (byte_fallback, as Llama 2 and Mistral ship), which conveyor does not read from folders" +
+                    std::string(kConvertHint));
+  const json norm = tok.value("normalizer", json());
+  if (!norm.is_null() && type_of(norm) != "NFC") fail(where, "normalizer '" + type_of(norm) + "' is not supported" + kConvertHint);
+  const std::string pre = detect_pre(tok, where);
+
+  std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
+  std::vector<int32_t> types(static_cast<size_t>(n_vocab), 0);
+  auto place = [&](const std::string& text, const json& id, int32_t type) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab)
+      fail(where, "token '" + text.substr(0, 40) + "' has id " + id.dump() + ", outside the model's vocab_size " + std::to_string(n_vocab));
+    tokens[id.get<size_t>()] = text;
+    types[id.get<size_t>()] = type;
+  };
+  const json vocab = model.value("vocab", json::object());
+  if (!vocab.is_object()) fail(where, "model.vocab is not an object");
+  for (const auto& [text, id] : vocab.items()) place(text, id, 1);
+  const json added = tok.value("added_tokens", json::array());
+  if (!added.is_array()) fail(where, "added_tokens is not an array");
+  for (const json& a : added) {
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string()) fail(where, "an added_tokens entry has no content");
+    const std::string text = a["content"].get<std::string>();
+    const bool control = a.value("special", false) || looks_special(text);
+    place(control ? text : replace_all(text, "\xE2\x96\x81", " "), a.value("id", json()), control ? 3 : 4);
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (types[i] == 0) {  // an id nothing names (the config's vocab_size is larger): unused
+      tokens[i] = "[PAD" + std::to_string(i) + "]";
+      types[i] = 5;
+    }
+  }
+
+  const std::string cfg_where = (root / "tokenizer_config.json").string();
+  const json tcfg = fs::is_regular_file(cfg_where) ? read_json_file(cfg_where) : json::object();
+  if (!tcfg.is_object()) fail(cfg_where, "is not a JSON object");
+  auto added_id = [&](const std::optional<std::string>& content) -> std::optional<int64_t> {
+    if (!content) return std::nullopt;
+    for (const json& a : added)
+      if (a["content"] == *content) return a["id"].get<int64_t>();
+    return std::nullopt;
+  };
+  kvs.emplace_back("tokenizer.ggml.model", gguf_str("gpt2"));
+  kvs.emplace_back("tokenizer.ggml.pre", gguf_str(pre));
+  kvs.emplace_back("tokenizer.ggml.tokens", gguf_strs(std::move(tokens)));
+  kvs.emplace_back("tokenizer.ggml.token_type", gguf_i32s(types));
+  kvs.emplace_back("tokenizer.ggml.merges", gguf_strs(read_merges(model, where)));
+  for (const auto& [typ, key] : {std::pair{"bos", "bos"}, {"eos", "eos"}, {"unk", "unknown"}, {"pad", "padding"}}) {
+    std::optional<int64_t> id = added_id(token_content(tcfg, std::string(typ) + "_token"));
+    const auto cfg_id = config.find(std::string(typ) + "_token_id");
+    if (!id && cfg_id != config.end() && cfg_id->is_number_integer()) id = cfg_id->get<int64_t>();  // lists are skipped
+    if (id && *id >= 0 && *id < n_vocab)  // llama.cpp ignores an id outside the vocabulary
+      kvs.emplace_back(std::string("tokenizer.ggml.") + key + "_token_id", gguf_u32(static_cast<uint32_t>(*id)));
+  }
+  // add_bos/add_eos: the post-processor decides first (a TemplateProcessing that starts with a
+  // special token adds BOS; ByteLevel adds nothing), then tokenizer_config.json's flags.
+  std::optional<bool> add_bos, add_eos;
+  const json pp = tok.value("post_processor", json());
+  const json procs = type_of(pp) == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
+  const auto eos_text = token_content(tcfg, "eos_token");
+  for (const json& p : procs) {
+    if (type_of(p) == "ByteLevel") {
+      if (!add_bos) add_bos = false;
+      if (!add_eos) add_eos = false;
+    } else if (type_of(p) == "TemplateProcessing" && p.contains("single") && p["single"].is_array() && p["single"].size() > 1) {
+      const json& single = p["single"];
+      add_bos = single.front().is_object() && single.front().contains("SpecialToken");
+      const json last = single.back().is_object() ? single.back().value("SpecialToken", json()) : json();
+      if (last.is_object() && last.contains("id")) add_eos = eos_text && last["id"] == *eos_text;
+    }
+  }
+  if (!add_bos) add_bos = json_bool(tcfg, "add_bos_token", cfg_where);
+  if (!add_eos) add_eos = json_bool(tcfg, "add_eos_token", cfg_where);
+  if (add_bos) kvs.emplace_back("tokenizer.ggml.add_bos_token", gguf_bool(*add_bos));
+  if (add_eos) kvs.emplace_back("tokenizer.ggml.add_eos_token", gguf_bool(*add_eos));
+  if (std::string t = chat_template_of(root, tcfg, cfg_where); !t.empty()) kvs.emplace_back("tokenizer.chat_template", gguf_str(std::move(t)));
+}
+
+} // namespace conveyor::model

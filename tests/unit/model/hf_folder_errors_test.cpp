@@ -1,0 +1,205 @@
+// What a Hugging Face folder conveyor cannot run gives: one line naming the file and the problem
+// (and the fix where there is one), never a crash. Each case edits a copy of a tiny folder from
+// tools/make_arch_models.py; malformed safetensors files are written by the test itself.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "hf_test_files.hpp"
+#include "model/gguf.hpp"
+#include "model/hf_folder.hpp"
+#include "model/llama_config.hpp"
+#include "model/model_path.hpp"
+#include "model/safetensors.hpp"
+#include "model/tokenizer.hpp"
+#include "model_files.hpp"
+
+namespace conveyor::model {
+namespace {
+
+namespace t = testing;
+
+/// Opens `dir` expecting E whose message holds every one of `parts` and is one line.
+template <class E>
+void expect_error(const std::string& dir, std::initializer_list<std::string> parts) {
+  try {
+    (void)open_model(dir);
+    BOOST_FAIL("expected an error for " << dir);
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find('\n') == std::string::npos, msg);
+    for (const std::string& p : parts) BOOST_TEST(msg.find(p) != std::string::npos, "'" << p << "' not in: " << msg);
+  }
+}
+
+std::string fresh(const std::string& name, const char* from = "qwen2.hf-f32") { return t::copy_arch_folder(from, name); }
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
+  nlohmann::json c = t::read_json(dir + "/config.json");
+  f(c);
+  t::write_json(dir + "/config.json", c);
+}
+
+/// Rewrites the folder's model.safetensors with `f` applied to its tensors.
+void edit_tensors(const std::string& dir, const std::function<void(std::vector<t::st_tensor>&)>& f) {
+  auto tensors = t::read_st(dir + "/model.safetensors");
+  f(tensors);
+  t::write_st(dir + "/model.safetensors", tensors);
+}
+
+t::st_tensor& tensor(std::vector<t::st_tensor>& ts, const std::string& name) {
+  for (auto& x : ts)
+    if (x.name == name) return x;
+  throw std::runtime_error("no tensor " + name);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(hf_folder_errors)
+
+BOOST_AUTO_TEST_CASE(unknown_architecture) {
+  const std::string dir = fresh("arch");
+  edit_config(dir, [](auto& c) { c["architectures"] = {"GemmaForCausalLM"}; });
+  expect_error<model_error>(dir, {"config.json", "GemmaForCausalLM", "not supported", "Qwen2ForCausalLM"});
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_dtypes) {
+  for (const std::string dtype : {"I8", "F8_E4M3"}) {
+    const std::string dir = fresh("dtype_" + dtype);
+    edit_tensors(dir, [&](auto& ts) {
+      auto& e = tensor(ts, "model.layers.0.mlp.up_proj.weight");
+      e.dtype = dtype;
+      e.bytes.resize(e.bytes.size() / 4);  // one byte per element
+    });
+    expect_error<model_error>(dir, {"model.layers.0.mlp.up_proj.weight", "dtype " + dtype, "F32, F16 and BF16"});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(missing_files) {
+  const std::string no_config = fresh("no_config");
+  std::filesystem::remove(no_config + "/config.json");
+  expect_error<model_error>(no_config, {"config.json", "missing"});
+  const std::string no_weights = fresh("no_weights");
+  std::filesystem::remove(no_weights + "/model.safetensors");
+  expect_error<model_error>(no_weights, {"no model.safetensors"});
+  const std::string no_tok = fresh("no_tokenizer");
+  std::filesystem::remove(no_tok + "/tokenizer.json");
+  expect_error<tokenizer_error>(no_tok, {"tokenizer.json", "missing"});
+  BOOST_CHECK_THROW(resolve_model(no_tok + "/nothing-here"), model_error);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_config_json) {
+  const std::string dir = fresh("bad_json");
+  t::write_bytes(dir + "/config.json", "{\"architectures\": [\"Qwen2ForCausalLM\"], ");
+  expect_error<model_error>(dir, {"config.json", "malformed JSON"});
+  t::write_bytes(dir + "/config.json", std::string(100000, '[') + std::string(100000, ']'));
+  expect_error<model_error>(dir, {"config.json", "nested deeper"});
+  const std::string typed = fresh("bad_field");
+  edit_config(typed, [](auto& c) { c["hidden_size"] = "64"; });
+  expect_error<model_error>(typed, {"config.json", "'hidden_size'", "expected an integer"});
+  edit_config(typed, [](auto& c) { c["hidden_size"] = -64; });
+  expect_error<model_error>(typed, {"'hidden_size'", "out of range"});
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_rope_scaling) {
+  for (const std::string type : {"yarn", "dynamic", "longrope"}) {
+    const std::string dir = fresh("rope_" + type);
+    edit_config(dir, [&](auto& c) { c["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}}; });
+    expect_error<model_error>(dir, {"config.json", "rope_scaling type '" + type + "'", "not supported"});
+  }
+  const std::string llama3_on_qwen = fresh("rope_llama3_qwen");
+  edit_config(llama3_on_qwen, [](auto& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; });
+  expect_error<model_error>(llama3_on_qwen, {"rope_scaling type 'llama3'"});
+  const std::string linear = fresh("rope_linear");
+  edit_config(linear, [](auto& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}}; });
+  const gguf_file f = open_model(linear);
+  BOOST_TEST(f.get_string("qwen2.rope.scaling.type").value() == "linear");
+  BOOST_TEST(f.get_float("qwen2.rope.scaling.factor").value() == 4.0);
+  BOOST_TEST(llama_config::from_gguf(f).rope_freq_scale == 0.25f);
+}
+
+BOOST_AUTO_TEST_CASE(missing_tensor_and_wrong_shape) {
+  const std::string missing = fresh("missing_tensor");
+  edit_tensors(missing, [](auto& ts) { std::erase_if(ts, [](auto& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; }); });
+  expect_error<model_error>(missing, {"missing tensor 'model.layers.1.mlp.up_proj.weight'"});
+  const std::string shape = fresh("wrong_shape");
+  edit_config(shape, [](auto& c) { c["intermediate_size"] = 128; });
+  expect_error<model_error>(shape, {"has shape [160, 64]", "config.json implies [128, 64]"});
+  const std::string extra = fresh("extra_tensor");
+  edit_tensors(extra, [](auto& ts) { ts.push_back({"model.layers.0.mlp.up_proj.bias", "F32", {160}, std::string(640, '\0')}); });
+  expect_error<model_error>(extra, {"unexpected tensor 'model.layers.0.mlp.up_proj.bias'"});
+}
+
+BOOST_AUTO_TEST_CASE(malformed_safetensors) {
+  const std::string dir = fresh("bad_st");
+  const std::string st = dir + "/model.safetensors";
+  const std::string good = t::read_bytes(st);
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  // Truncated inside the header, and a header length beyond the file.
+  t::write_bytes(st, good.substr(0, 8 + n / 2));
+  expect_error<model_error>(dir, {"model.safetensors", "header length", "runs past the end"});
+  std::string huge = good;
+  const uint64_t big = uint64_t{1} << 62;
+  std::memcpy(huge.data(), &big, 8);
+  t::write_bytes(st, huge);
+  expect_error<model_error>(dir, {"runs past the end"});
+  // A header length that cuts the JSON short, and files too short to hold a length.
+  std::string cut = good;
+  const uint64_t shorter = n - 16;
+  std::memcpy(cut.data(), &shorter, 8);
+  t::write_bytes(st, cut);
+  expect_error<model_error>(dir, {"model.safetensors", "malformed JSON"});
+  t::write_bytes(st, "1234");
+  expect_error<model_error>(dir, {"not a safetensors file"});
+  t::write_bytes(st, "");
+  expect_error<model_error>(dir, {"empty file"});
+  // Data offsets past the data section, inverted, or disagreeing with dtype x shape.
+  const nlohmann::json entry_of = {{"dtype", "F32"}, {"shape", {2, 2}}};
+  for (const auto& [offsets, want] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{0, 1 << 20}, "outside the data section"}, {{12, 8}, "outside the data section"},
+           {{0, 12}, "holds 12 bytes but its dtype and shape need 16"}}) {
+    nlohmann::json h = {{"model.norm.weight", entry_of}};
+    h["model.norm.weight"]["data_offsets"] = offsets;
+    t::write_st_raw(st, h, std::string(16, '\0'));
+    expect_error<model_error>(dir, {"tensor 'model.norm.weight'", want});
+  }
+  nlohmann::json h = {{"x", {{"dtype", "F32"}, {"shape", {-1}}, {"data_offsets", {0, 0}}}}};
+  t::write_st_raw(st, h, "");
+  expect_error<model_error>(dir, {"tensor 'x'", "non-negative integer"});
+  h = {{"x", {{"dtype", "F32"}, {"shape", {uint64_t{1} << 39, uint64_t{1} << 39}}, {"data_offsets", {0, 0}}}}};
+  t::write_st_raw(st, h, "");
+  expect_error<model_error>(dir, {"tensor 'x'", "overflows"});
+  h = {{"x", {{"dtype", "Q4"}, {"shape", {1}}, {"data_offsets", {0, 1}}}}};
+  t::write_st_raw(st, h, "1");
+  expect_error<model_error>(dir, {"unknown dtype 'Q4'"});
+}
+
+BOOST_AUTO_TEST_CASE(sharded_index_problems) {
+  const std::string dir = fresh("bad_index");
+  std::filesystem::rename(dir + "/model.safetensors", dir + "/part.safetensors");
+  t::write_json(dir + "/model.safetensors.index.json", {{"weight_map", {{"model.norm.weight", "../../etc/passwd"}}}});
+  expect_error<model_error>(dir, {"model.safetensors.index.json", "not a file in the folder"});
+  t::write_json(dir + "/model.safetensors.index.json", {{"weight_map", {{"model.norm.weight", "gone.safetensors"}}}});
+  expect_error<model_error>(dir, {"gone.safetensors", "missing"});
+  t::write_json(dir + "/model.safetensors.index.json", {{"weight_map", {{"model.nope", "part.safetensors"}}}});
+  expect_error<model_error>(dir, {"missing tensor 'model.nope'"});
+}
+
+BOOST_AUTO_TEST_CASE(sentencepiece_tokenizer_is_refused_clearly) {
+  const std::string dir = fresh("spm");
+  nlohmann::json tok = t::read_json(dir + "/tokenizer.json");
+  tok["model"]["byte_fallback"] = true;
+  t::write_json(dir + "/tokenizer.json", tok);
+  expect_error<tokenizer_error>(dir, {"tokenizer.json", "SentencePiece", "convert_hf_to_gguf.py"});
+  tok["model"]["byte_fallback"] = false;
+  tok["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
+  t::write_json(dir + "/tokenizer.json", tok);
+  expect_error<tokenizer_error>(dir, {"pre_tokenizer [Metaspace]", "not one conveyor recognizes"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+} // namespace conveyor::model
