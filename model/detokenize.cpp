@@ -1,5 +1,6 @@
 // Ids -> text: piece() per token (control/unknown hidden unless `special`), decode() with
-// llama.cpp's clean_spaces passes for the pre types that enable them, and stream_decoder, which
+// llama.cpp's leading-space removal (add_space_prefix: one space off the first token's piece)
+// and clean_spaces passes for the pre types that enable them, and stream_decoder, which
 // holds back only a trailing sequence that is still a valid, incomplete UTF-8 prefix. Invalid
 // bytes are passed through as they are, so the deltas always concatenate to decode(ids).
 #include "model/tokenizer_impl.hpp"
@@ -54,10 +55,14 @@ std::string tokenizer::piece(token_id id, bool special) const {
 
 std::string tokenizer::decode(std::span<const token_id> ids, bool special) const {
   std::string out;
+  bool first = true;
   for (token_id id : ids) {
     const token_kind k = kind(id);
+    const bool strip = first && p_->vocab.add_space_prefix;  // llama_detokenize: lstrip on token 0 only
+    first = false;
     if (!special && (k == token_kind::control || k == token_kind::unknown)) continue;
-    out += p_->pieces[id];
+    const std::string& piece = p_->pieces[id];
+    out.append(piece, strip && !piece.empty() && piece[0] == ' ' ? 1 : 0);
   }
   if (p_->pre.clean_spaces) clean_spaces(out);
   return out;

@@ -24,13 +24,19 @@ constexpr std::string_view re_gpt2 =
 constexpr std::string_view re_llama3 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen2's (Qwen2, Qwen2.5, Qwen3): llama3's with single digits, \p{N} instead of \p{N}{1,3}.
+constexpr std::string_view re_qwen2 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 std::vector<std::string_view> regexes_of(pre_kind kind) {
   switch (kind) {
   case pre_kind::smollm: return {"\\p{N}", re_gpt2};
   case pre_kind::llama3: return {re_llama3};
+  case pre_kind::qwen2: return {re_qwen2};
   case pre_kind::gpt2: return {re_gpt2};
   case pre_kind::default_bpe: return {"[\\p{P}\\$\\+<=>\\^~\\|]+", re_gpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
+  case pre_kind::none: return {};
   }
   return {};
 }
@@ -80,6 +86,8 @@ constexpr pre_name pre_names[] = {
     {"llama3", {pre_kind::llama3, true, true, true}},
     {"llama-v3", {pre_kind::llama3, true, true, true}},
     {"llama-bpe", {pre_kind::llama3, true, true, true}},
+    {"qwen2", {pre_kind::qwen2, false, false, false}},
+    {"deepseek-r1-qwen", {pre_kind::qwen2, false, false, false}},
     {"gpt-2", {pre_kind::gpt2, false, true, false}},
     {"gpt2", {pre_kind::gpt2, false, true, false}},
     {"default", {pre_kind::default_bpe, false, true, false}},

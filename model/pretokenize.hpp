@@ -11,8 +11,9 @@
 
 namespace conveyor::model {
 
-/// The regex families llama.cpp uses for the pre types we support.
-enum class pre_kind { smollm, llama3, gpt2, default_bpe };
+/// The regex families llama.cpp uses for the pre types we support; `none` splits nothing
+/// (SentencePiece vocabularies have no pre-tokenizer).
+enum class pre_kind { smollm, llama3, qwen2, gpt2, default_bpe, none };
 
 /// What a tokenizer.ggml.pre value implies (llama.cpp llama_vocab::impl::load).
 struct pre_config {

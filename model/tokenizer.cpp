@@ -1,10 +1,11 @@
 // Tokenizer construction: validates a vocab_data (model type, pre type, token types, special ids,
-// merges), builds the BPE indexes, the per-id piece cache and the special/EOG id lists; reads the
-// vocab from GGUF metadata. Encoding lives in tokenizer_encode.cpp, decoding in detokenize.cpp.
+// merges, scores), builds the BPE or SentencePiece indexes, the per-id piece cache and the
+// special/EOG id lists. Reading GGUF metadata lives in tokenizer_gguf.cpp, encoding in
+// tokenizer_encode.cpp, decoding in detokenize.cpp.
 #include <algorithm>
 #include <cstdio>
 
-#include "model/gguf.hpp"
+#include "model/special_tokens.hpp"
 #include "model/tokenizer_impl.hpp"
 #include "model/unicode_bytes.hpp"
 
@@ -12,9 +13,10 @@ namespace conveyor::model {
 namespace {
 
 pre_config checked_pre(const vocab_data& v) {
+  if (v.model == "llama") return {pre_kind::none, false, false, true};  // llama.cpp: SPM has no pre type
   if (v.model != "gpt2") {
     throw tokenizer_error("tokenizer.ggml.model '" + v.model +
-                          "' is not supported (supported: gpt2, byte-level BPE)");
+                          "' is not supported (supported: gpt2 = byte-level BPE, llama = SentencePiece)");
   }
   const auto cfg = find_pre(v.pre);
   if (!cfg) {
@@ -63,6 +65,20 @@ std::string decode_token_text(std::string_view text) {
   return out;
 }
 
+/// SentencePiece: U+2581 (▁) stands for a space.
+std::string unescape_spaces(std::string_view text) {
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.substr(pos, 3) == "\xE2\x96\x81") {
+      out += ' ';
+      pos += 3;
+    } else {
+      out += text[pos++];
+    }
+  }
+  return out;
+}
+
 std::string byte_token_piece(const std::string& text) {
   unsigned int b = 0;
   char tail = 0;
@@ -75,7 +91,7 @@ std::string byte_token_piece(const std::string& text) {
 } // namespace
 
 tokenizer::impl::impl(vocab_data v)
-    : vocab(named_tokens(std::move(v))), pre(checked_pre(vocab)), pretok(pre.kind), bpe(vocab.tokens, vocab.merges) {
+    : vocab(named_tokens(std::move(v))), is_spm(vocab.model == "llama"), pre(checked_pre(vocab)), pretok(pre.kind) {
   const size_t n = vocab.tokens.size();
   if (n == 0) throw tokenizer_error("tokenizer.ggml.tokens is empty");
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
@@ -86,8 +102,23 @@ tokenizer::impl::impl(vocab_data v)
   check_special_id("eos", vocab.eos, n);
   check_special_id("unknown", vocab.unk, n);
   check_special_id("padding", vocab.pad, n);
+  for (const auto& [name, id] : {std::pair{"eot", vocab.eot}, {"eom", vocab.eom}, {"fim_pre", vocab.fim_pre},
+                                 {"fim_suf", vocab.fim_suf}, {"fim_mid", vocab.fim_mid}, {"fim_pad", vocab.fim_pad},
+                                 {"fim_rep", vocab.fim_rep}, {"fim_sep", vocab.fim_sep}}) {
+    check_special_id(name, id, n);
+  }
   if (vocab.add_bos && vocab.bos < 0) throw tokenizer_error("add_bos_token is set but there is no bos_token_id");
   if (vocab.add_eos && vocab.eos < 0) throw tokenizer_error("add_eos_token is set but there is no eos_token_id");
+  if (is_spm) {
+    if (vocab.scores.size() < n && !vocab.scores.empty()) {  // more is fine, as in llama.cpp
+      throw tokenizer_error("tokenizer.ggml.scores has " + std::to_string(vocab.scores.size()) +
+                            " entries but tokenizer.ggml.tokens has " + std::to_string(n));
+    }
+    vocab.scores.resize(vocab.scores.empty() ? 0 : n);
+    spm.emplace(vocab.tokens, vocab.scores, vocab.unk);
+  } else {
+    bpe.emplace(vocab.tokens, vocab.merges);
+  }
 
   kinds.assign(n, token_kind::normal);
   pieces.resize(n);
@@ -100,9 +131,12 @@ tokenizer::impl::impl(vocab_data v)
       }
       kinds[i] = token_kind(t);
     }
+  }
+  eog = find_eog_ids(vocab, kinds);  // may turn end/FIM texts into control tokens first
+  for (size_t i = 0; i < n; ++i) {
     const std::string& text = vocab.tokens[i];
     switch (kinds[i]) {
-    case token_kind::normal: pieces[i] = decode_token_text(text); break;
+    case token_kind::normal: pieces[i] = is_spm ? unescape_spaces(text) : decode_token_text(text); break;
     case token_kind::byte: pieces[i] = byte_token_piece(text); break;
     case token_kind::unknown:
     case token_kind::control:
@@ -116,54 +150,11 @@ tokenizer::impl::impl(vocab_data v)
   std::stable_sort(specials.begin(), specials.end(), [&](token_id a, token_id b) {
     return vocab.tokens[a].size() > vocab.tokens[b].size();
   });
-
-  if (vocab.eos >= 0) eog.push_back(vocab.eos);
-  for (const char* text : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>"}) {
-    if (const token_id id = bpe.find(text); id >= 0) eog.push_back(id);
-  }
-  std::sort(eog.begin(), eog.end());
-  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
 }
 
 tokenizer::tokenizer(vocab_data v) : p_(std::make_unique<impl>(std::move(v))) {}
 tokenizer::tokenizer(tokenizer&&) noexcept = default;
 tokenizer::~tokenizer() = default;
-
-tokenizer tokenizer::from_gguf(const gguf_file& f) {
-  try {
-    vocab_data v;
-    const auto model = f.get_string("tokenizer.ggml.model");
-    if (!model) throw tokenizer_error("tokenizer.ggml.model is missing");
-    v.model = *model;
-    v.pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-    v.tokens = f.get_string_array("tokenizer.ggml.tokens");
-    for (int64_t t : f.get_int_array("tokenizer.ggml.token_type")) v.token_types.push_back(int32_t(t));
-    v.merges = f.get_string_array("tokenizer.ggml.merges");
-    auto id_of = [&](const char* key) -> token_id {
-      const auto id = f.get_int(key);
-      if (!id) return -1;
-      if (*id < 0 || *id >= int64_t(v.tokens.size())) {
-        throw tokenizer_error(std::string(key) + " " + std::to_string(*id) + " is out of range (vocabulary has " +
-                              std::to_string(v.tokens.size()) + " tokens)");
-      }
-      return token_id(*id);
-    };
-    v.bos = id_of("tokenizer.ggml.bos_token_id");
-    v.eos = id_of("tokenizer.ggml.eos_token_id");
-    v.unk = id_of("tokenizer.ggml.unknown_token_id");
-    v.pad = id_of("tokenizer.ggml.padding_token_id");
-    // Absent add_bos_token: the pre type's default (true for llama3), as llama.cpp does.
-    const auto pre = find_pre(v.pre);
-    v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(pre && pre->add_bos);
-    v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
-    v.chat_template = f.get_string("tokenizer.chat_template").value_or("");
-    return tokenizer(std::move(v));
-  } catch (const tokenizer_error& e) {
-    throw tokenizer_error(f.path() + ": " + e.what());
-  } catch (const gguf_error& e) {
-    throw tokenizer_error(e.what());  // already "<path>: <problem>"
-  }
-}
 
 int32_t tokenizer::vocab_size() const { return int32_t(p_->vocab.tokens.size()); }
 token_id tokenizer::bos() const { return p_->vocab.bos; }

@@ -3,11 +3,13 @@
 // Everything here is immutable after construction, so one tokenizer serves many threads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/bpe.hpp"
 #include "model/pretokenize.hpp"
+#include "model/spm.hpp"
 #include "model/tokenizer.hpp"
 
 namespace conveyor::model {
@@ -17,10 +19,12 @@ struct tokenizer::impl {
   explicit impl(vocab_data v);
 
   vocab_data vocab;
-  pre_config pre;
+  bool is_spm;                  ///< tokenizer.ggml.model "llama"
+  pre_config pre;               ///< SentencePiece: pre_kind::none, no clean_spaces
   pretokenizer pretok;
-  bpe_model bpe;
-  std::vector<token_kind> kinds;     ///< per id
+  std::optional<bpe_model> bpe;  ///< byte-level BPE only
+  std::optional<spm_model> spm;  ///< SentencePiece only
+  std::vector<token_kind> kinds;     ///< per id (end/FIM texts made control, as llama.cpp does)
   std::vector<std::string> pieces;   ///< per id: decoded bytes (normal/byte) or literal text
   std::vector<token_id> specials;    ///< control, user_defined and unknown ids, longest text first
   std::vector<token_id> eog;         ///< sorted, unique

@@ -69,19 +69,28 @@ BOOST_AUTO_TEST_CASE(the_valid_base_vocab_builds) {
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_model_types) {
-  for (const char* model : {"llama", "bert", "t5", ""}) {
+  for (const char* model : {"bert", "t5", "rwkv", ""}) {
     vocab_data v = small_vocab();
     v.model = model;
     std::string quoted = "'";
     quoted.append(model).append("'");
-    expect_error(v, {"tokenizer.ggml.model", quoted, "gpt2"});
+    expect_error(v, {"tokenizer.ggml.model", quoted, "gpt2", "llama"});
   }
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_pre_type) {
   vocab_data v = small_vocab();
-  v.pre = "qwen2";
-  expect_error(v, {"tokenizer.ggml.pre", "'qwen2'", "smollm", "llama-bpe", "gpt-2", "default"});
+  v.pre = "tekken";
+  expect_error(v, {"tokenizer.ggml.pre", "'tekken'", "smollm", "llama-bpe", "qwen2", "gpt-2", "default"});
+  v.model = "llama";  // SentencePiece has no pre-tokenizer: tokenizer.ggml.pre is not read
+  BOOST_CHECK_NO_THROW(tokenizer{v});
+}
+
+BOOST_AUTO_TEST_CASE(spm_scores_shorter_than_tokens) {
+  vocab_data v = small_vocab();
+  v.model = "llama";
+  v.scores.assign(v.tokens.size() - 1, 0.0f);
+  expect_error(v, {"tokenizer.ggml.scores", "257", "258"});
 }
 
 BOOST_AUTO_TEST_CASE(token_type_length_mismatch) {
@@ -144,8 +153,8 @@ BOOST_AUTO_TEST_CASE(from_gguf_reads_the_metadata) {
 
 BOOST_AUTO_TEST_CASE(from_gguf_errors_name_the_file) {
   vocab_data v = small_vocab();
-  v.model = "llama";
-  const std::string path = temp_gguf("spm.gguf");
+  v.model = "bert";
+  const std::string path = temp_gguf("bert.gguf");
   tokenizer_gguf(v).write(path);
   try {
     tokenizer::from_gguf(gguf_file::open(path));
@@ -153,7 +162,7 @@ BOOST_AUTO_TEST_CASE(from_gguf_errors_name_the_file) {
   } catch (const tokenizer_error& e) {
     const std::string msg = e.what();
     BOOST_TEST(msg.rfind(path + ": ", 0) == 0, msg);
-    BOOST_TEST(msg.find("'llama'") != std::string::npos, msg);
+    BOOST_TEST(msg.find("'bert'") != std::string::npos, msg);
   }
 
   gguf_writer w;  // tokens stored as integers: the reader's type error, still a tokenizer_error

@@ -57,7 +57,8 @@ BOOST_AUTO_TEST_CASE(metadata_of_smollm2) {
   BOOST_TEST(t.vocab_size() == 49152);
   BOOST_TEST(t.bos() == 1);
   BOOST_TEST(t.eos() == 2);
-  BOOST_TEST(t.eog_ids() == (std::vector<token_id>{0, 2}));
+  // llama.cpp's EOG: <|endoftext|>, <|im_end|> and the FIM repo token <reponame>.
+  BOOST_TEST(t.eog_ids() == (std::vector<token_id>{0, 2, 4}));
   BOOST_TEST(t.is_eog(2));
   BOOST_TEST(!t.is_eog(1));
   BOOST_TEST((t.kind(16) == token_kind::control));

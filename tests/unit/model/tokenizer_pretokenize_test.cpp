@@ -103,8 +103,14 @@ BOOST_AUTO_TEST_CASE(pre_names_and_flags) {
   BOOST_TEST(find_pre("llama3")->add_bos);
   BOOST_TEST((find_pre("gpt-2")->kind == pre_kind::gpt2));
   BOOST_TEST((find_pre("default")->kind == pre_kind::default_bpe));
-  BOOST_TEST(!find_pre("qwen2").has_value());
+  BOOST_TEST((find_pre("qwen2")->kind == pre_kind::qwen2));
+  BOOST_TEST(!find_pre("qwen2")->clean_spaces);
+  BOOST_TEST(!find_pre("qwen2")->ignore_merges);
+  BOOST_TEST(!find_pre("qwen2")->add_bos);
+  BOOST_TEST((find_pre("deepseek-r1-qwen")->kind == pre_kind::qwen2));
+  BOOST_TEST(!find_pre("tekken").has_value());
   BOOST_TEST(supported_pre_names().find("smollm") != std::string::npos);
+  BOOST_TEST(supported_pre_names().find("qwen2") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
