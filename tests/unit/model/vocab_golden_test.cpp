@@ -2,7 +2,8 @@
 // of the llama.cpp source tools/fetch_llama_src.sh unpacks: Qwen2, SentencePiece as in Llama 2 and
 // Mistral 7B, Llama 3) against tests/data/vocab_goldens.json (tools/make_vocab_goldens.py: ids from
 // llama-tokenize, text from llama_detokenize). Every case must give llama.cpp's ids exactly, with
-// and without BOS, and decode()/piece() its text; end-of-generation ids must match too.
+// and without BOS, and decode()/piece() its text; end-of-generation ids must match too. Also: the
+// SentencePiece pieces (▁ as space, byte tokens) drive an XGrammar constraint byte for byte.
 // The source directory: $CONVEYOR_LLAMA_SRC, else ${CONVEYOR_CACHE:-~/.cache/conveyor}/llama.cpp-<v>/src
 // as tools/fetch_llama_src.sh lays it out. A missing vocabulary file fails with a HINT, never skips.
 #include <boost/test/unit_test.hpp>
@@ -12,7 +13,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/constraint.hpp"
 #include "model/gguf.hpp"
+#include "model/grammar.hpp"
 #include "model/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -142,6 +145,36 @@ BOOST_AUTO_TEST_CASE(sentencepiece_metadata_and_round_trip) {
     BOOST_TEST(ids.front() == 1);
     BOOST_TEST(t.decode(std::vector<token_id>(ids.begin() + 1, ids.end())) == text);
   }
+}
+
+BOOST_AUTO_TEST_CASE(sentencepiece_pieces_drive_grammars) {
+  // XGrammar sees each token's bytes (tokenizer::piece): ▁ as a space, <0xXX> as its byte.
+  const tokenizer t = load(golden_of("ggml-vocab-llama-spm.gguf"));
+  const std::string text = "x = 42; // d\xC3\xA9j\xC3\xA0 \xE2\x82\xAC\xF0\x9F\xA6\x99\n";
+  const auto ids = t.encode(text, false, false);
+  bool byte_token = false;
+  std::string regex;  // the pieces' bytes, regex metacharacters escaped
+  for (token_id id : ids) {
+    byte_token |= t.kind(id) == token_kind::byte;
+    for (char c : t.piece(id)) {
+      if (c == '\n') regex += "\\n";
+      else if (std::string_view(".^$|?*+()[]{}\\/").find(c) != std::string_view::npos) regex += std::string("\\") + c;
+      else regex += c;
+    }
+  }
+  BOOST_REQUIRE(byte_token);  // the emoji has no token of its own: byte fallback
+  const grammar_compiler gc(t, t.vocab_size());
+  const auto c = gc.constrain(grammar_kind::regex, regex);
+  std::vector<uint32_t> mask;
+  auto allowed = [&](token_id id) { return (mask[size_t(id) / 32] >> (id % 32) & 1u) != 0; };
+  for (token_id id : ids) {
+    c->fill_mask(mask);
+    BOOST_TEST(allowed(id), "token " << id << " '" << t.piece(id) << "'");
+    BOOST_TEST(c->accept(id));
+  }
+  c->fill_mask(mask);
+  BOOST_TEST(allowed(t.eos()));
+  BOOST_TEST(!allowed(ids.front()));
 }
 
 BOOST_AUTO_TEST_CASE(qwen2_stops_on_im_end_and_endoftext) {
