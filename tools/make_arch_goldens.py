@@ -31,7 +31,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "arch_goldens.json"))
     args = ap.parse_args()
-    logits_bin = run([os.path.join(HERE, "llama_ref", "build.sh")]).splitlines()[-1]
+    logits_bin = run([os.path.join(HERE, "llama_ref", "build.sh"), "llama_logits"]).splitlines()[-1]
     src = run([os.path.join(HERE, "fetch_llama_src.sh")]).splitlines()[-1]
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, os.path.join(HERE, "make_arch_models.py"), tmp], check=True)

@@ -7,8 +7,8 @@ Ids come from llama.cpp's `llama-tokenize` (tools/build_llama_cpp.sh builds it),
 and flag set with --ids --no-escape on a file holding the exact bytes:
   ids          add_special = false (--no-bos), parse_special as recorded (--no-parse-special)
   ids_special  add_special = true (BOS/EOS as the vocabulary wants them)
-llama-tokenize cannot turn ids back into text, so the text side comes from tools/llama_detokenize.cpp
-(tools/build_llama_detokenize.sh builds it against the same llama.cpp libraries):
+llama-tokenize cannot turn ids back into text, so the text side comes from tools/llama_ref/llama_detokenize.cpp
+(tools/llama_ref/build.sh llama_detokenize builds it against the same llama.cpp libraries):
   detokenized          llama_detokenize(ids, remove_special=false, unparse_special=false)
   detokenized_special  the same with unparse_special=true
   pieces               llama_token_to_piece(id, lstrip=0, special=false) per id, as hex (a piece
@@ -95,7 +95,7 @@ def main():
     args = ap.parse_args()
 
     src = sh(os.path.join(HERE, "fetch_llama_src.sh"))
-    detok = sh(os.path.join(HERE, "build_llama_detokenize.sh"))
+    detok = sh(os.path.join(HERE, "llama_ref", "build.sh"), "llama_detokenize")
     tok = os.path.join(os.path.dirname(detok), "llama-tokenize")
     if not os.access(tok, os.X_OK):
         sys.exit(f"{tok} missing. HINT: run tools/build_llama_cpp.sh (it builds llama-tokenize)")
@@ -104,7 +104,7 @@ def main():
 
     doc = {
         "reference": f"llama.cpp vendored in llama-cpp-python {VERSION} ({version}); ids from llama-tokenize, "
-                     "text from tools/llama_detokenize.cpp",
+                     "text from tools/llama_ref/llama_detokenize.cpp",
         "llama_cpp_python": VERSION,
         "vocabs": [],
     }

@@ -1,16 +1,37 @@
 #!/usr/bin/env bash
-# Builds tools/llama_ref/llama_logits against the llama.cpp that tools/build_llama_cpp.sh built
-# (static libraries, CPU only). Prints the binary's path. Only the golden generators need it;
-# tests compare against the goldens it produced.
+# Builds one of the programs in tools/llama_ref/ (llama.cpp itself as a reference, for the golden
+# generators) against the static libraries tools/build_llama_cpp.sh leaves in its build directory
+# (CPU only), and prints the binary's path. Rebuilds only when the source or llama.cpp is newer.
+# Only the golden generators need these; the tests compare against the goldens they produced.
+#
+#   tools/llama_ref/build.sh [llama_logits|llama_detokenize]    # default llama_logits
+#     llama_logits      tools/make_arch_goldens.py: prompt logits and greedy steps
+#     llama_detokenize  tools/make_vocab_goldens.py: llama.cpp's detokenizer as a command
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin_dir=$("$here/../build_llama_cpp.sh")
-root=$(dirname "$bin_dir")
-src=$root/src build=$root/build out=$root/bin/llama_logits
-if [[ ! -x $out || $here/llama_logits.cpp -nt $out ]]; then
-  libs=("$build/src/libllama.a" "$build/ggml/src/libggml.a" "$build/ggml/src/libggml-cpu.a" "$build/ggml/src/libggml-base.a")
-  for l in "${libs[@]}"; do [[ -f $l ]] || { echo "missing $l; rerun tools/build_llama_cpp.sh" >&2; exit 1; }; done
-  c++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$here/llama_logits.cpp" -o "$out" \
-    -Wl,--start-group "${libs[@]}" -Wl,--end-group -fopenmp -lpthread -ldl -lm
+prog=${1:-llama_logits}
+main=$here/$prog.cpp
+
+say() { echo "[llama_ref] $*" >&2; }
+die() { echo "[llama_ref] error: $*" >&2; exit 1; }
+
+[[ -f $main ]] || die "no $main (programs: $(cd "$here" && ls *.cpp | sed 's/\.cpp//' | tr '\n' ' '))"
+bin=$("$here/../build_llama_cpp.sh") || die "tools/build_llama_cpp.sh failed"
+root=$(dirname "$bin")
+src=$root/src build=$root/build out=$bin/$prog
+if [[ -x $out && $out -nt $main && $out -nt $build/src/libllama.a ]]; then
+  echo "$out"
+  exit 0
 fi
+libs=()
+for lib in src/libllama.a ggml/src/libggml.a ggml/src/libggml-cpu.a ggml/src/libggml-base.a; do
+  [[ -f $build/$lib ]] || die "$build/$lib missing. HINT: rm -rf $bin and re-run tools/build_llama_cpp.sh"
+  libs+=("$build/$lib")
+done
+flags=()
+grep -q '^GGML_OPENMP_ENABLED:INTERNAL=ON' "$build/CMakeCache.txt" && flags+=(-fopenmp)
+say "compiling $main"
+nice -n "${NICE:-10}" c++ -std=c++17 -O2 "$main" -I "$src/include" -I "$src/ggml/include" \
+  -Wl,--start-group "${libs[@]}" -Wl,--end-group "${flags[@]}" -lpthread -ldl -lm -o "$out.tmp" >&2
+mv -f "$out.tmp" "$out"
 echo "$out"
