@@ -177,6 +177,33 @@ BOOST_AUTO_TEST_CASE(malformed_safetensors) {
   expect_error<model_error>(dir, {"unknown dtype 'Q4'"});
 }
 
+BOOST_AUTO_TEST_CASE(mutated_safetensors_never_crash) {
+  // Random byte flips and truncations of a real file: each parse succeeds with in-range tensors
+  // or fails with one model_error, never reading outside the buffer (run under ASan to see it).
+  const std::string good = t::read_bytes(t::arch_models_dir() + "/qwen2.hf-f32/model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  auto next = [&] { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; };
+  int failures = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string b = good.substr(0, i % 3 == 0 ? next() % good.size() : good.size());
+    const size_t span = std::min<size_t>(b.size(), 8 + n);
+    for (int k = 0; k < 1 + i % 4 && span > 0; ++k) b[next() % span] = static_cast<char>(next());
+    try {
+      const auto ts = parse_safetensors(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "mutated");
+      for (const auto& x : ts) {
+        const auto* base = reinterpret_cast<const uint8_t*>(b.data());
+        BOOST_REQUIRE(x.data >= base && x.data + x.nbytes <= base + b.size());
+      }
+    } catch (const model_error& e) {
+      ++failures;
+      BOOST_REQUIRE(std::string(e.what()).find('\n') == std::string::npos);
+    }
+  }
+  BOOST_TEST(failures > 500);
+}
+
 BOOST_AUTO_TEST_CASE(sharded_index_problems) {
   const std::string dir = fresh("bad_index");
   std::filesystem::rename(dir + "/model.safetensors", dir + "/part.safetensors");
