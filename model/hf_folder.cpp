@@ -215,6 +215,9 @@ gguf_file open_hf_folder(const std::string& dir_arg) {
                               .value_or(embd != b.w.by_name.end() && embd->second->shape.size() == 2 ? embd->second->shape[0] : 0);
   if (n_vocab <= 0) fail(cfg_path, "missing 'vocab_size' and no model.embed_tokens.weight to take it from");
 
+  gguf_kvs tokenizer_kvs;  // before any weight is copied: an unsupported tokenizer fails fast
+  add_hf_tokenizer(dir.string(), cfg, n_vocab, tokenizer_kvs);
+
   gguf_kvs kvs;
   kvs.emplace_back("general.architecture", gguf_str(A));
   kvs.emplace_back("general.name", gguf_str(fs::weakly_canonical(dir).filename().string()));
@@ -283,7 +286,7 @@ gguf_file open_hf_folder(const std::string& dir_arg) {
       fail(dir.string(), "unexpected tensor '" + name + "': " + hf + " as conveyor runs it has no such weight (biases, MoE and other variants are not supported)");
   }
 
-  add_hf_tokenizer(dir.string(), cfg, n_vocab, kvs);
+  for (auto& kv : tokenizer_kvs) kvs.push_back(std::move(kv));
   for (safetensors_file& f : b.w.files) b.owners.push_back(f.mapping());
   try {
     return gguf_file::assemble(dir.string(), std::move(kvs), std::move(b.tensors), std::move(b.owners));

@@ -23,7 +23,7 @@ struct safetensors_tensor {
 /// Bytes per element of a safetensors dtype; 0 for a dtype this reader does not know.
 uint32_t safetensors_dtype_size(std::string_view dtype);
 
-/// Parses a whole safetensors image `data[0, size)`; the tensors point into it, in header order.
+/// Parses a whole safetensors image `data[0, size)`; the tensors point into it, sorted by name.
 /// Throws model_error("<path>: <problem>").
 std::vector<safetensors_tensor> parse_safetensors(const uint8_t* data, uint64_t size, const std::string& path);
 
