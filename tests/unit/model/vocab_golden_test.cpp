@@ -8,6 +8,7 @@
 // as tools/fetch_llama_src.sh lays it out. A missing vocabulary file fails with a HINT, never skips.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,28 @@ BOOST_AUTO_TEST_CASE(sentencepiece_metadata_and_round_trip) {
     BOOST_TEST(ids.front() == 1);
     BOOST_TEST(t.decode(std::vector<token_id>(ids.begin() + 1, ids.end())) == text);
   }
+}
+
+BOOST_AUTO_TEST_CASE(sentencepiece_encode_speed_on_a_long_prompt) {
+  const json& g = golden_of("ggml-vocab-llama-spm.gguf");
+  const tokenizer t = load(g);
+  std::string unit;
+  for (const json& c : g.at("cases")) {
+    if (!c.at("parse_special").get<bool>()) unit += c.at("text").get<std::string>() + "\n";
+  }
+  std::string text = unit;
+  while (t.encode(text, false, false).size() < 4096) text += unit;
+  double best_ms = 1e9;
+  size_t n = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    n = t.encode(text, false, false).size();
+    best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  BOOST_TEST_MESSAGE("SentencePiece encode: " << n << " tokens from " << text.size() << " bytes in " << best_ms << " ms");
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  BOOST_TEST(best_ms < 50.0, "a 4k-token prompt must encode in a few ms; took " << best_ms << " ms");
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(sentencepiece_pieces_drive_grammars) {
