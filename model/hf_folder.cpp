@@ -1,6 +1,6 @@
 // A Hugging Face folder as a GGUF view: config.json becomes the <arch>.* keys, the safetensors
 // tensors get llama.cpp's names (model-format.md §1.7), the tokenizer its tokenizer.* keys
-// (model/hf_tokenizer.cpp), exactly as convert_hf_to_gguf.py (LlamaModel, Qwen2Model,
+// (model/hf_tokenizer.cpp, model/hf_spm.cpp), exactly as convert_hf_to_gguf.py (LlamaModel, Qwen2Model,
 // Qwen3Model) writes them. safetensors' row-major [out, in] is GGUF's ne = [in, out], so a matrix
 // is a view with no copy; what the converter changes (Q/K row order for llama, 1-D tensors to
 // F32, Llama 3's rope_freqs) is computed into buffers the view owns.

@@ -1,7 +1,7 @@
-// Hugging Face model folders (config.json, tokenizer.json, tokenizer_config.json, *.safetensors,
-// single or sharded with model.safetensors.index.json; F32, F16 or BF16) opened as the GGUF that
-// llama.cpp's convert_hf_to_gguf.py would write from them, so every loader and executor reads
-// them unchanged. Tensors are views into the mapped safetensors files except Llama/Mistral's Q
+// Hugging Face model folders (config.json, tokenizer.json or SentencePiece tokenizer.model,
+// tokenizer_config.json, *.safetensors, single or sharded with model.safetensors.index.json; F32,
+// F16 or BF16) opened as the GGUF that llama.cpp's convert_hf_to_gguf.py would write from them, so
+// every loader and executor reads them unchanged. Tensors are views into the mapped safetensors files except Llama/Mistral's Q
 // and K (rows permuted for the adjacent-pair RoPE, as the converter does) and the 1-D norms and
 // biases (F32, as the converter stores them), which are owned copies.
 #pragma once
@@ -16,7 +16,7 @@ namespace conveyor::model {
 std::string supported_hf_architectures();
 
 /// Opens the folder `dir`. Throws model_error (config.json, the weights) or tokenizer_error
-/// (tokenizer.json), each one line "<file>: <problem and fix>": another architecture or dtype,
+/// (tokenizer.json, or tokenizer.model for SentencePiece vocabularies), each one line "<file>: <problem and fix>": another architecture or dtype,
 /// rope_scaling other than linear and llama3, a missing file or tensor, a wrong shape, a
 /// malformed JSON file or safetensors header.
 gguf_file open_hf_folder(const std::string& dir);

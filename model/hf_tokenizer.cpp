@@ -1,6 +1,6 @@
 // tokenizer.json -> the tokenizer.* GGUF keys, as convert_hf_to_gguf.py writes them for a
-// byte-level BPE vocabulary (_set_vocab_gpt2, get_vocab_base, gguf-py's SpecialVocab): ids in
-// order, added tokens typed control (special, or looking like <|...|>) or user-defined, merges
+// byte-level BPE vocabulary (_set_vocab_gpt2, get_vocab_base, gguf-py's SpecialVocab, which the
+// SentencePiece path in model/hf_spm.cpp shares): ids in order, added tokens typed control (special, or looking like <|...|>) or user-defined, merges
 // from "a b" strings or ["a", "b"] pairs, bos/eos from tokenizer_config.json or config.json, the
 // chat template. The pre-tokenizer type, which the converter finds by hashing a tokenization,
 // is found here by comparing the Split regex with the ones llama.cpp knows.
@@ -23,7 +23,6 @@ constexpr std::string_view kLlama3Regex =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr std::string_view kQwen2Regex =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-constexpr const char* kConvertHint = "; convert the model with llama.cpp's convert_hf_to_gguf.py and pass the GGUF";
 
 [[noreturn]] void fail(const std::string& where, const std::string& problem) {
   throw tokenizer_error(where + ": " + problem);
@@ -57,15 +56,7 @@ std::string detect_pre(const json& tok, const std::string& where) {
   std::string seen;
   for (const json& s : steps) seen += (seen.empty() ? "" : ", ") + type_of(s);
   fail(where, "pre_tokenizer [" + seen + "] is not one conveyor recognizes (Llama 3's, Qwen2's, GPT-2's or SmolLM's byte-level splits)" +
-                  kConvertHint);
-}
-
-bool looks_special(const std::string& t) {  // convert_hf_to_gguf.py does_token_look_special
-  auto wrapped = [&](std::string_view a, std::string_view b) {
-    return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
-  };
-  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
-         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+                  kHfConvertHint);
 }
 
 std::string replace_all(const std::string& s, std::string_view from, std::string_view to) {
@@ -123,6 +114,16 @@ std::string chat_template_of(const fs::path& dir, const json& tcfg, const std::s
 
 } // namespace
 
+const char* const kHfConvertHint = "; convert the model with llama.cpp's convert_hf_to_gguf.py and pass the GGUF";
+
+bool hf_looks_special(const std::string& t) {
+  auto wrapped = [&](std::string_view a, std::string_view b) {
+    return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 && t.compare(t.size() - b.size(), b.size(), b) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
 gguf_value gguf_u32(uint32_t x) { return gguf_value{x}; }
 gguf_value gguf_f32(float x) { return gguf_value{x}; }
 gguf_value gguf_bool(bool x) { return gguf_value{x}; }
@@ -139,25 +140,86 @@ gguf_value gguf_i32s(const std::vector<int32_t>& items) {
   for (int32_t x : items) a.items.push_back(gguf_value{x});
   return gguf_value{std::move(a)};
 }
+gguf_value gguf_f32s(const std::vector<float>& items) {
+  gguf_array a{gguf_value_type::f32, {}};
+  a.items.reserve(items.size());
+  for (float x : items) a.items.push_back(gguf_value{x});
+  return gguf_value{std::move(a)};
+}
+
+json read_hf_tokenizer_config(const std::string& dir) {
+  const std::string where = (fs::path(dir) / "tokenizer_config.json").string();
+  const json tcfg = fs::is_regular_file(where) ? read_json_file(where) : json::object();
+  if (!tcfg.is_object()) fail(where, "is not a JSON object");
+  return tcfg;
+}
+
+hf_special_vocab read_hf_special_vocab(const std::string& dir, const json& tok, const json& tcfg, const json& config, int64_t n_vocab) {
+  const fs::path root(dir);
+  const std::string cfg_where = (root / "tokenizer_config.json").string();
+  const json added = tok.is_object() ? tok.value("added_tokens", json::array()) : json::array();
+  auto added_id = [&](const std::optional<std::string>& content) -> std::optional<int64_t> {
+    if (!content || !added.is_array()) return std::nullopt;
+    for (const json& a : added)
+      if (a.is_object() && a.value("content", json()) == *content && a.value("id", json()).is_number_integer()) return a["id"].get<int64_t>();
+    return std::nullopt;
+  };
+  hf_special_vocab s;
+  for (const auto& [typ, out] : {std::pair{"bos", &s.bos}, {"eos", &s.eos}, {"unk", &s.unk}, {"pad", &s.pad}}) {
+    std::optional<int64_t> id = added_id(token_content(tcfg, std::string(typ) + "_token"));
+    const auto cfg_id = config.find(std::string(typ) + "_token_id");
+    if (!id && cfg_id != config.end() && cfg_id->is_number_integer()) id = cfg_id->get<int64_t>();  // lists are skipped
+    if (id && *id >= 0 && *id < n_vocab) *out = id;  // llama.cpp ignores an id outside the vocabulary
+  }
+  // add_bos/add_eos: the post-processor decides first (a TemplateProcessing that starts with a
+  // special token adds BOS; ByteLevel adds nothing), then tokenizer_config.json's flags.
+  const json pp = tok.is_object() ? tok.value("post_processor", json()) : json();
+  const json procs = type_of(pp) == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
+  const auto eos_text = token_content(tcfg, "eos_token");
+  for (const json& p : procs) {
+    if (type_of(p) == "ByteLevel") {
+      if (!s.add_bos) s.add_bos = false;
+      if (!s.add_eos) s.add_eos = false;
+    } else if (type_of(p) == "TemplateProcessing" && p.contains("single") && p["single"].is_array() && p["single"].size() > 1) {
+      const json& single = p["single"];
+      s.add_bos = single.front().is_object() && single.front().contains("SpecialToken");
+      const json last = single.back().is_object() ? single.back().value("SpecialToken", json()) : json();
+      if (last.is_object() && last.contains("id")) s.add_eos = eos_text && last["id"] == *eos_text;
+    }
+  }
+  if (!s.add_bos) s.add_bos = json_bool(tcfg, "add_bos_token", cfg_where);
+  if (!s.add_eos) s.add_eos = json_bool(tcfg, "add_eos_token", cfg_where);
+  s.chat_template = chat_template_of(root, tcfg, cfg_where);
+  return s;
+}
+
+void add_hf_special_vocab(const hf_special_vocab& s, gguf_kvs& kvs) {
+  for (const auto& [id, key] : {std::pair{s.bos, "bos"}, {s.eos, "eos"}, {s.unk, "unknown"}, {s.pad, "padding"}})
+    if (id) kvs.emplace_back(std::string("tokenizer.ggml.") + key + "_token_id", gguf_u32(static_cast<uint32_t>(*id)));
+  if (s.add_bos) kvs.emplace_back("tokenizer.ggml.add_bos_token", gguf_bool(*s.add_bos));
+  if (s.add_eos) kvs.emplace_back("tokenizer.ggml.add_eos_token", gguf_bool(*s.add_eos));
+  if (!s.chat_template.empty()) kvs.emplace_back("tokenizer.chat_template", gguf_str(s.chat_template));
+}
 
 void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_vocab, gguf_kvs& kvs) {
   const fs::path root(dir);
+  // As convert_hf_to_gguf.py (_set_vocab_sentencepiece first): tokenizer.model wins when present.
+  if (fs::is_regular_file(root / "tokenizer.model")) return add_hf_spm_tokenizer(dir, config, n_vocab, kvs);
   const std::string where = (root / "tokenizer.json").string();
-  if (!fs::is_regular_file(root / "tokenizer.json")) {
-    if (fs::is_regular_file(root / "tokenizer.model"))
-      fail(where, "missing; the folder has only a SentencePiece tokenizer.model, which conveyor does not read from folders" +
-                      std::string(kConvertHint));
-    fail(where, "missing; a Hugging Face model folder needs its tokenizer.json");
-  }
+  if (!fs::is_regular_file(root / "tokenizer.json"))
+    fail(where, "missing; a Hugging Face model folder needs its tokenizer.json (or a SentencePiece tokenizer.model)");
   const json tok = read_json_file(where);
   if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) fail(where, "has no \"model\" object");
   const json& model = tok["model"];
-  if (type_of(model) != "BPE") fail(where, "model type '" + type_of(model) + "' is not supported (conveyor reads byte-level BPE)" + kConvertHint);
+  if (type_of(model) != "BPE") fail(where, "model type '" + type_of(model) + "' is not supported (conveyor reads byte-level BPE)" + kHfConvertHint);
+  // The converter's LlamaHfVocab would take such a file through transformers, scoring every token
+  // -1000, which loses the merge order; the SentencePiece vocabulary is in tokenizer.model.
   if (model.value("byte_fallback", false))
-    fail(where, "is a SentencePiece-style BPE (byte_fallback, as Llama 2 and Mistral ship), which conveyor does not read from folders" +
-                    std::string(kConvertHint));
+    fail(where, "is a SentencePiece-style BPE (byte_fallback, as Llama 2 and Mistral ship) and the folder has no "
+                "tokenizer.model, the file conveyor reads such vocabularies from; add the model's tokenizer.model, or "
+                "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the GGUF");
   const json norm = tok.value("normalizer", json());
-  if (!norm.is_null() && type_of(norm) != "NFC") fail(where, "normalizer '" + type_of(norm) + "' is not supported" + kConvertHint);
+  if (!norm.is_null() && type_of(norm) != "NFC") fail(where, "normalizer '" + type_of(norm) + "' is not supported" + kHfConvertHint);
   const std::string pre = detect_pre(tok, where);
 
   std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
@@ -176,7 +238,7 @@ void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_voca
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("content") || !a["content"].is_string()) fail(where, "an added_tokens entry has no content");
     const std::string text = a["content"].get<std::string>();
-    const bool control = a.value("special", false) || looks_special(text);
+    const bool control = a.value("special", false) || hf_looks_special(text);
     place(control ? text : replace_all(text, "\xE2\x96\x81", " "), a.value("id", json()), control ? 3 : 4);
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -186,49 +248,12 @@ void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_voca
     }
   }
 
-  const std::string cfg_where = (root / "tokenizer_config.json").string();
-  const json tcfg = fs::is_regular_file(cfg_where) ? read_json_file(cfg_where) : json::object();
-  if (!tcfg.is_object()) fail(cfg_where, "is not a JSON object");
-  auto added_id = [&](const std::optional<std::string>& content) -> std::optional<int64_t> {
-    if (!content) return std::nullopt;
-    for (const json& a : added)
-      if (a["content"] == *content) return a["id"].get<int64_t>();
-    return std::nullopt;
-  };
   kvs.emplace_back("tokenizer.ggml.model", gguf_str("gpt2"));
   kvs.emplace_back("tokenizer.ggml.pre", gguf_str(pre));
   kvs.emplace_back("tokenizer.ggml.tokens", gguf_strs(std::move(tokens)));
   kvs.emplace_back("tokenizer.ggml.token_type", gguf_i32s(types));
   kvs.emplace_back("tokenizer.ggml.merges", gguf_strs(read_merges(model, where)));
-  for (const auto& [typ, key] : {std::pair{"bos", "bos"}, {"eos", "eos"}, {"unk", "unknown"}, {"pad", "padding"}}) {
-    std::optional<int64_t> id = added_id(token_content(tcfg, std::string(typ) + "_token"));
-    const auto cfg_id = config.find(std::string(typ) + "_token_id");
-    if (!id && cfg_id != config.end() && cfg_id->is_number_integer()) id = cfg_id->get<int64_t>();  // lists are skipped
-    if (id && *id >= 0 && *id < n_vocab)  // llama.cpp ignores an id outside the vocabulary
-      kvs.emplace_back(std::string("tokenizer.ggml.") + key + "_token_id", gguf_u32(static_cast<uint32_t>(*id)));
-  }
-  // add_bos/add_eos: the post-processor decides first (a TemplateProcessing that starts with a
-  // special token adds BOS; ByteLevel adds nothing), then tokenizer_config.json's flags.
-  std::optional<bool> add_bos, add_eos;
-  const json pp = tok.value("post_processor", json());
-  const json procs = type_of(pp) == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
-  const auto eos_text = token_content(tcfg, "eos_token");
-  for (const json& p : procs) {
-    if (type_of(p) == "ByteLevel") {
-      if (!add_bos) add_bos = false;
-      if (!add_eos) add_eos = false;
-    } else if (type_of(p) == "TemplateProcessing" && p.contains("single") && p["single"].is_array() && p["single"].size() > 1) {
-      const json& single = p["single"];
-      add_bos = single.front().is_object() && single.front().contains("SpecialToken");
-      const json last = single.back().is_object() ? single.back().value("SpecialToken", json()) : json();
-      if (last.is_object() && last.contains("id")) add_eos = eos_text && last["id"] == *eos_text;
-    }
-  }
-  if (!add_bos) add_bos = json_bool(tcfg, "add_bos_token", cfg_where);
-  if (!add_eos) add_eos = json_bool(tcfg, "add_eos_token", cfg_where);
-  if (add_bos) kvs.emplace_back("tokenizer.ggml.add_bos_token", gguf_bool(*add_bos));
-  if (add_eos) kvs.emplace_back("tokenizer.ggml.add_eos_token", gguf_bool(*add_eos));
-  if (std::string t = chat_template_of(root, tcfg, cfg_where); !t.empty()) kvs.emplace_back("tokenizer.chat_template", gguf_str(std::move(t)));
+  add_hf_special_vocab(read_hf_special_vocab(dir, tok, read_hf_tokenizer_config(dir), config, n_vocab), kvs);
 }
 
 } // namespace conveyor::model

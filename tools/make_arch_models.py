@@ -8,9 +8,10 @@ writes, for each ARCH in llama3, qwen2, qwen3, mistral:
   OUT_DIR/ARCH.f32.gguf, ARCH.f16.gguf, ARCH.bf16.gguf
       llama.cpp's layout, as its converter (convert_hf_to_gguf.py) writes it: Llama/Mistral Q and K
       rows permuted for its adjacent-pair RoPE, Llama 3's rope_freqs tensor, norms and biases F32.
-  OUT_DIR/ARCH.hf-{f32,f16,bf16}/   (llama3, qwen2, qwen3)
-      config.json, tokenizer.json, tokenizer_config.json and model.safetensors in Hugging Face's
-      layout (unpermuted Q/K; rope_scaling in config.json instead of a tensor).
+  OUT_DIR/ARCH.hf-{f32,f16,bf16}/
+      config.json, tokenizer_config.json and model.safetensors in Hugging Face's layout (unpermuted
+      Q/K; rope_scaling in config.json instead of a tensor), with tokenizer.json (byte-level BPE) or,
+      for mistral, the SentencePiece tokenizer.model (tools/arch_hf.py).
   OUT_DIR/manifest.json   the sha256 of every file written.
 
 The weights come from a splitmix64 stream (exact integer arithmetic, then float32/float16/bfloat16
@@ -30,7 +31,8 @@ import sys
 
 import gguf
 import numpy as np
-import safetensors
+
+from arch_hf import rounded, write_hf  # tools/arch_hf.py
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -163,17 +165,6 @@ def hf_weights(a):
     return w
 
 
-def rounded(x, dtype):
-    """x rounded to dtype, returned as float32 (what both formats then hold exactly)."""
-    if dtype == "f32":
-        return x
-    if dtype == "f16":
-        return x.astype(np.float16).astype(np.float32)
-    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)  # bf16, round to nearest even
-    bits = ((bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)) << np.uint64(16)
-    return bits.astype(np.uint32).view(np.float32)
-
-
 def permute(w, n_head):
     """convert_hf_to_gguf.py LlamaModel.permute: HF's half-split RoPE rows -> adjacent pairs."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -301,67 +292,6 @@ def write_gguf(path, a, weights, voc, dtype):
     w.close()
 
 
-def write_hf(folder, a, weights, voc, dtype):
-    os.makedirs(folder, exist_ok=True)
-    st_dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
-    tensors, keep = {}, []
-    for name, x in sorted(weights.items()):
-        r = rounded(x, dtype)
-        if dtype == "f32":
-            data = np.ascontiguousarray(r.astype("<f4"))
-        elif dtype == "f16":
-            data = np.ascontiguousarray(r.astype("<f2"))
-        else:
-            data = np.ascontiguousarray((r.view(np.uint32) >> np.uint32(16)).astype("<u2"))
-        keep.append(data)
-        tensors[name] = safetensors.TensorSpec(dtype=st_dtype, shape=list(x.shape), data_ptr=data.ctypes.data,
-                                               data_len=data.nbytes)
-    safetensors.serialize_file(tensors, os.path.join(folder, "model.safetensors"), {"format": "pt"})
-    cfg = {
-        "architectures": [a["hf_arch"]], "model_type": a["model_type"], "hidden_size": a["n_embd"],
-        "intermediate_size": a["n_ff"], "num_hidden_layers": a["n_layer"], "num_attention_heads": a["n_head"],
-        "num_key_value_heads": a["n_head_kv"], "head_dim": a["head_dim"], "max_position_embeddings": N_CTX,
-        "rms_norm_eps": a["eps"], "rope_theta": a["theta"], "vocab_size": a["n_vocab"],
-        "tie_word_embeddings": a["tied"], "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype],
-        "hidden_act": "silu", "bos_token_id": voc["bos"], "eos_token_id": voc["eos"],
-    }
-    if "llama3_scaling" in a:
-        cfg["rope_scaling"] = dict(rope_type="llama3", **a["llama3_scaling"])
-    if a.get("qkv_bias"):
-        cfg["attention_bias"] = True
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    n_special = sum(1 for t in voc["types"] if t == 3)
-    tok = {
-        "version": "1.0",
-        "added_tokens": [{"id": i, "content": voc["tokens"][i], "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True} for i in range(n_special)],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": PRE_REGEX[voc["pre"]]}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: i for i, t in enumerate(voc["tokens"]) if i >= n_special},
-                  "merges": BPE_MERGES},
-    }
-    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
-        json.dump(tok, f, ensure_ascii=False, indent=1)
-    tcfg = {"chat_template": voc["template"], "add_bos_token": voc["add_bos"],
-            "bos_token": voc["tokens"][voc["bos"]] if voc["bos"] is not None else None,
-            "eos_token": voc["tokens"][voc["eos"]]}
-    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-        json.dump(tcfg, f, indent=2)
-
-
-# The pre-tokenizer regexes of Llama 3 and Qwen2 tokenizer.json files (Split, Isolated).
-PRE_REGEX = {
-    "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-}
-
 DTYPES = ("f32", "f16", "bf16")
 
 
@@ -389,11 +319,10 @@ def main():
             path = os.path.join(args.out, f"{name}.{dtype}.gguf")
             write_gguf(path, a, weights, voc, dtype)
             manifest[os.path.basename(path)] = sha256(path)
-            if voc["model"] == "gpt2":
-                folder = os.path.join(args.out, f"{name}.hf-{dtype}")
-                write_hf(folder, a, weights, voc, dtype)
-                for fn in sorted(os.listdir(folder)):
-                    manifest[f"{name}.hf-{dtype}/{fn}"] = sha256(os.path.join(folder, fn))
+            folder = os.path.join(args.out, f"{name}.hf-{dtype}")
+            write_hf(folder, a, weights, voc, dtype, N_CTX, BPE_MERGES)
+            for fn in sorted(os.listdir(folder)):
+                manifest[f"{name}.hf-{dtype}/{fn}"] = sha256(os.path.join(folder, fn))
         print(f"make_arch_models: {name}: vocab {a['n_vocab']}, written {', '.join(DTYPES)}", file=sys.stderr)
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)

@@ -62,7 +62,8 @@ BOOST_AUTO_TEST_SUITE(cli)
 BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
   expect_error("generate --model /nonexistent/model.gguf --prompt hi", "no such file");
   expect_error("generate --model smollm3 --prompt hi", "known model name");
-  expect_error("generate --model " + std::filesystem::temp_directory_path().string() + " --prompt hi", "is a directory");
+  // A directory is read as a Hugging Face folder.
+  expect_error("generate --model " + std::filesystem::temp_directory_path().string() + " --prompt hi", "config.json: missing");
 
   const std::string text = temp_file("notes.txt");
   std::ofstream(text) << "this is not a model\n";
@@ -99,6 +100,23 @@ BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
 
   expect_error("generate --model " + tiny + " --prompt hi --temperature -1", "temperature");
   for (const auto& p : {text, tiny, truncated, other_arch, odd_type}) std::filesystem::remove(p);
+}
+
+BOOST_AUTO_TEST_CASE(generate_refuses_a_corrupt_tokenizer_model_with_exit_code_2) {
+  // A Mistral-style Hugging Face folder whose tokenizer.model is no SentencePiece model. The
+  // tokenizer is read before any weight is copied, so one embedding tensor gets the folder there.
+  const std::filesystem::path dir = temp_file("spm-folder");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["MistralForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "vocab_size": 4})";
+  std::string header = R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[4,8],"data_offsets":[0,128]}})";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  std::string st(8, '\0');
+  for (size_t i = 0; i < 8; ++i) st[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);  // little-endian length
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << st << header << std::string(128, '\0');
+  std::ofstream(dir / "tokenizer.model", std::ios::binary) << "not a SentencePiece model \xFF\xFF";
+  expect_error("generate --model " + dir.string() + " --prompt hi", "tokenizer.model: is not a SentencePiece model");
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(serve_refuses_bad_settings_with_exit_code_2) {

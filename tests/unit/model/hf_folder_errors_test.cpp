@@ -215,16 +215,30 @@ BOOST_AUTO_TEST_CASE(sharded_index_problems) {
   expect_error<model_error>(dir, {"missing tensor 'model.nope'"});
 }
 
-BOOST_AUTO_TEST_CASE(sentencepiece_tokenizer_is_refused_clearly) {
+BOOST_AUTO_TEST_CASE(sentencepiece_tokenizer_json_without_tokenizer_model_is_refused_clearly) {
   const std::string dir = fresh("spm");
   nlohmann::json tok = t::read_json(dir + "/tokenizer.json");
   tok["model"]["byte_fallback"] = true;
   t::write_json(dir + "/tokenizer.json", tok);
-  expect_error<tokenizer_error>(dir, {"tokenizer.json", "SentencePiece", "convert_hf_to_gguf.py"});
+  expect_error<tokenizer_error>(dir, {"tokenizer.json", "SentencePiece", "no tokenizer.model", "convert_hf_to_gguf.py"});
   tok["model"]["byte_fallback"] = false;
   tok["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
   t::write_json(dir + "/tokenizer.json", tok);
   expect_error<tokenizer_error>(dir, {"pre_tokenizer [Metaspace]", "not one conveyor recognizes"});
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_tokenizer_model) {
+  // libsentencepiece refuses each; the CLI prints the line and exits 2 (tests/integration/cli_test.cpp).
+  const std::string dir = fresh("bad_spm", "mistral.hf-f32");
+  const std::string good = t::read_bytes(dir + "/tokenizer.model");
+  for (const std::string& bad : {std::string("not a protobuf at all \xFF\xFF\xFF"), good.substr(0, good.size() / 2), std::string()}) {
+    BOOST_TEST_CONTEXT(bad.size() << " bytes") {
+      t::write_bytes(dir + "/tokenizer.model", bad);
+      expect_error<tokenizer_error>(dir, {"tokenizer.model", "is not a SentencePiece model"});
+    }
+  }
+  std::filesystem::remove(dir + "/tokenizer.model");
+  expect_error<tokenizer_error>(dir, {"tokenizer.json", "missing", "tokenizer.model"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

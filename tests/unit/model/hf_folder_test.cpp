@@ -1,7 +1,8 @@
 // Hugging Face folders against the GGUF files of the same weights (tools/make_arch_models.py,
 // the ctest fixture arch_models): for every architecture and dtype the folder's view holds the
 // converter's tensors byte for byte, gives bit-identical logits through the CPU executor, and
-// tokenizes like the GGUF. Sharded folders and ["a", "b"] merges read the same.
+// tokenizes like the GGUF. Sharded folders and ["a", "b"] merges read the same. Mistral's
+// folders hold a SentencePiece tokenizer.model (read with libsentencepiece, model/hf_spm.cpp).
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -65,9 +66,13 @@ void check_same_metadata(const gguf_file& gguf, const gguf_file& hf) {
   BOOST_TEST(hf.get_string_array("tokenizer.ggml.tokens") == gguf.get_string_array("tokenizer.ggml.tokens"));
   BOOST_TEST(hf.get_int_array("tokenizer.ggml.token_type") == gguf.get_int_array("tokenizer.ggml.token_type"));
   BOOST_TEST(hf.get_string_array("tokenizer.ggml.merges") == gguf.get_string_array("tokenizer.ggml.merges"));
-  for (const char* k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) BOOST_TEST((hf.get_int(k) == gguf.get_int(k)), k);
-  BOOST_TEST((hf.get_bool("tokenizer.ggml.add_bos_token") == gguf.get_bool("tokenizer.ggml.add_bos_token")));
-  BOOST_TEST(*hf.get_string("tokenizer.ggml.pre") == *gguf.get_string("tokenizer.ggml.pre"));
+  BOOST_TEST(hf.get_float_array("tokenizer.ggml.scores") == gguf.get_float_array("tokenizer.ggml.scores"));
+  BOOST_TEST(*hf.get_string("tokenizer.ggml.model") == *gguf.get_string("tokenizer.ggml.model"));
+  for (const char* k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id"})
+    BOOST_TEST((hf.get_int(k) == gguf.get_int(k)), k);
+  for (const char* k : {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"}) BOOST_TEST((hf.get_bool(k) == gguf.get_bool(k)), k);
+  // The converter writes "default" for SentencePiece; the tiny mistral GGUF leaves it out (the same to llama.cpp).
+  BOOST_TEST(hf.get_string("tokenizer.ggml.pre").value_or("default") == gguf.get_string("tokenizer.ggml.pre").value_or("default"));
   BOOST_TEST(*hf.get_string("tokenizer.chat_template") == *gguf.get_string("tokenizer.chat_template"));
 }
 
@@ -78,7 +83,9 @@ void check_same_tokens(const gguf_file& gguf, const gguf_file& hf) {
   BOOST_TEST(a.eos() == b.eos());
   BOOST_TEST(a.eog_ids() == b.eog_ids());
   for (const char* text : {"Hello world! 123 4567", "the other thing in the hat", "  multiple   spaces\n\nnew line",
-                           "<|im_start|>user\nhi<|im_end|>", "Caf\xC3\xA9 d\xC3\xA9j\xC3\xA0 vu, isn't it?"}) {
+                           "<|im_start|>user\nhi<|im_end|>", "Caf\xC3\xA9 d\xC3\xA9j\xC3\xA0 vu, isn't it?",
+                           "<s>[INST] the sea </s> is on", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E \xD0\x9F\xD1\x80\xD0\xB8 \xF0\x9F\x98\x80 \xCE\xB1\xCE\xB2\xCE\xB3 Stra\xC3\x9F\x65",
+                           " leading space and trailing  ", "tab\there\r\nand \xFF\xFE invalid bytes"}) {
     BOOST_TEST_CONTEXT("text " << text) {
       BOOST_TEST(a.encode(text, true) == b.encode(text, true));
       BOOST_TEST(a.encode(text, false, false) == b.encode(text, false, false));
@@ -117,6 +124,72 @@ BOOST_AUTO_TEST_CASE(qwen2_folders_match_their_ggufs) {
 
 BOOST_AUTO_TEST_CASE(qwen3_folders_match_their_ggufs) {
   for (const char* dt : {"f32", "f16", "bf16"}) check_pair("qwen3", dt);
+}
+
+BOOST_AUTO_TEST_CASE(mistral_folders_match_their_ggufs) {
+  for (const char* dt : {"f32", "f16", "bf16"}) check_pair("mistral", dt);
+  // Bytes the vocabulary has no piece for reach SentencePiece's byte fallback (<0xXX>, ids 3..258).
+  const tokenizer tok = tokenizer::from_gguf(open_model(arch_models_dir() + "/mistral.hf-f32"));
+  const std::vector<token_id> ids = tok.encode("\xE6\x97\xA5 the", false, false);
+  // "▁日▁the": "▁" (259, after <unk> <s> </s> and the 256 byte pieces), 日's three bytes, "▁the".
+  const std::vector<token_id> want = {259, 3 + 0xE6, 3 + 0x97, 3 + 0xA5};
+  BOOST_REQUIRE(ids.size() == 5u);
+  BOOST_TEST(std::vector<token_id>(ids.begin(), ids.begin() + 4) == want);
+  BOOST_TEST(tok.piece(ids.back()) == " the");
+  BOOST_TEST(tok.decode(ids) == "\xE6\x97\xA5 the");
+}
+
+BOOST_AUTO_TEST_CASE(mistral_tokenizer_json_beside_tokenizer_model_only_names_specials) {
+  // Real Mistral folders ship both; the converter reads the vocabulary from tokenizer.model and
+  // takes only special-token ids and the post-processor's BOS from tokenizer.json.
+  const std::string dir = testing::copy_arch_folder("mistral.hf-f16", "mistral_both");
+  nlohmann::json added = nlohmann::json::array();
+  for (int id = 0; id < 3; ++id)
+    added.push_back({{"id", id}, {"content", id == 0 ? "<unk>" : id == 1 ? "<s>" : "</s>"}, {"special", true}});
+  const nlohmann::json bos_then_a = {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}};
+  testing::write_json(dir + "/tokenizer.json",
+                      {{"version", "1.0"}, {"added_tokens", added},
+                       {"post_processor", {{"type", "TemplateProcessing"}, {"single", bos_then_a}}},
+                       {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"vocab", {{"<unk>", 0}}}, {"merges", nlohmann::json::array()}}}});
+  const gguf_file gguf = gguf_file::open(arch_models_dir() + "/mistral.f16.gguf");
+  const gguf_file hf = open_model(dir);
+  check_same_metadata(gguf, hf);
+  check_same_tokens(gguf, hf);
+}
+
+BOOST_AUTO_TEST_CASE(mistral_added_tokens_and_prefix_space) {
+  // tokenizer_config.json's added_tokens_decoder (special, or looking special: control; else
+  // user-defined with ▁ as a space) and added_tokens.json (user-defined) override pieces, with
+  // score -1000, as _create_vocab_sentencepiece does; add_prefix_space overrides the model's.
+  const std::string dir = testing::copy_arch_folder("mistral.hf-f32", "mistral_added");
+  nlohmann::json tcfg = testing::read_json(dir + "/tokenizer_config.json");
+  tcfg["added_tokens_decoder"] = {{"0", {{"content", "<unk>"}, {"special", true}}},
+                                  {"303", {{"content", "<|tool|>"}, {"special", false}}},
+                                  {"304", {{"content", "\xE2\x96\x81my\xE2\x96\x81word"}, {"special", false}}}};
+  tcfg["add_prefix_space"] = false;
+  testing::write_json(dir + "/tokenizer_config.json", tcfg);
+  testing::write_json(dir + "/added_tokens.json", {{"[TOOL]", 305}});
+  const gguf_file hf = open_model(dir);
+  const auto tokens = hf.get_string_array("tokenizer.ggml.tokens");
+  const auto types = hf.get_int_array("tokenizer.ggml.token_type");
+  const auto scores = hf.get_float_array("tokenizer.ggml.scores");
+  BOOST_REQUIRE(tokens.size() == 306u);
+  BOOST_TEST(types[0] == 3);  // <unk> becomes control, as the converter writes it for Mistral 7B
+  BOOST_TEST(tokens[303] == "<|tool|>");
+  BOOST_TEST(types[303] == 3);
+  BOOST_TEST(tokens[304] == " my word");
+  BOOST_TEST(types[304] == 4);
+  BOOST_TEST(tokens[305] == "[TOOL]");
+  BOOST_TEST(types[305] == 4);
+  for (int id : {0, 303, 304, 305}) BOOST_TEST(scores[size_t(id)] == -1000.0f);
+  BOOST_TEST(scores[259] == 0.0f);
+  BOOST_TEST(hf.get_bool("tokenizer.ggml.add_space_prefix").value() == false);
+  const tokenizer tok = tokenizer::from_gguf(hf);
+  std::vector<token_id> want = {305};
+  for (token_id id : tok.encode("the", false, false)) want.push_back(id);
+  BOOST_TEST(tok.encode("[TOOL]the", false, false) == want);  // user-defined tokens are cut out even without parse_special
+  BOOST_TEST(tok.encode("the", false, false).front() != tokenizer::from_gguf(gguf_file::open(arch_models_dir() + "/mistral.f32.gguf"))
+                                                           .encode("the", false, false).front());  // no "▁" in front now
 }
 
 BOOST_AUTO_TEST_CASE(sharded_folder_and_merge_pairs_read_the_same) {
