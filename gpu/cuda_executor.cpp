@@ -56,9 +56,6 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
                              "head_dim and at most 64 query heads per KV head (this model: head_dim " +
                              std::to_string(hd) + ", n_rot " + std::to_string(cfg_.n_rot) + ", heads " +
                              std::to_string(cfg_.n_head) + "/" + std::to_string(cfg_.n_head_kv) + ")");
-  if (cfg_.qkv_bias || cfg_.qk_norm || cfg_.rope != model::rope_pairs::norm || cfg_.rope_freq_scale != 1.0f)
-    throw model::model_error(where + "the CUDA executor does not run " + cfg_.arch +
-                             " models yet (QKV bias, q/k norms, NEOX or scaled RoPE); use --device cpu");
   std::string why;
   if (!cuda_device_available(&why, o.device)) throw std::runtime_error("no usable CUDA device: " + why);
   device_ = o.device;
@@ -129,7 +126,8 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   host_ids_.resize(static_cast<size_t>(S));
   host_lp_.resize(static_cast<size_t>(S));
 
-  // RoPE table with the CPU's own angle function (bit-identical angles).
+  // RoPE table with the CPU's own angle function (bit-identical angles, divisors and linear
+  // scaling included).
   std::vector<float> freqs;
   if (f && cfg_.has_rope_freqs) freqs = model::load_tensor_f32(*f, "rope_freqs.weight", cfg_.n_rot / 2);
   {
@@ -137,7 +135,8 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
     std::vector<float2> table(static_cast<size_t>(max_len) * half);
     std::vector<float> c(static_cast<size_t>(half)), s(static_cast<size_t>(half));
     for (int32_t p = 0; p < max_len; ++p) {
-      model::rope_angles(p, cfg_.n_rot, cfg_.rope_theta, freqs.empty() ? nullptr : freqs.data(), c.data(), s.data());
+      model::rope_angles(p, cfg_.n_rot, cfg_.rope_theta, freqs.empty() ? nullptr : freqs.data(), c.data(), s.data(),
+                         cfg_.rope_freq_scale);
       for (int32_t i = 0; i < half; ++i) table[static_cast<size_t>(p) * half + i] = make_float2(c[i], s[i]);
     }
     CUDA_CHECK(cudaMemcpy(rope_, table.data(), table.size() * sizeof(float2), cudaMemcpyHostToDevice));

@@ -1,6 +1,7 @@
 // The CUDA executor: one fused forward step over the flattened tokens of every scheduled
 // sequence, with the CPU executor's semantics (model/cpu_executor.hpp) and bf16 weights. Per
-// layer: RMSNorm (+ the residual add) -> QKV GEMM -> RoPE + KV write -> paged attention -> O
+// layer: RMSNorm (+ the residual add) -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write
+// (one kernel; the bias and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O
 // GEMM -> RMSNorm (+ residual) -> gate/up GEMM -> SwiGLU -> down GEMM; then the final norm and
 // LM head on the sampled rows only, and sampling on the device. Only the sampled ids and their
 // log-probabilities come back to the host. Decode-only steps replay CUDA graphs captured per

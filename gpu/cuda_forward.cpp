@@ -33,7 +33,8 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
     // The previous layer's down projection is added to the residual stream here.
     launch_rmsnorm(x_, l == 0 ? nullptr : delta_, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
     gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
-    launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, cfg_.n_rot, st);
+    const rope_kv_args ra{cfg_.n_rot, cfg_.rope == model::rope_pairs::neox, L.qkv_bias, L.q_norm, L.k_norm, cfg_.rms_eps};
+    launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
     launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
     gemm_->run(attn_, L.wo, delta_, true, T, d, nq, 0.0f, st);
     launch_rmsnorm(x_, delta_, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);

@@ -53,11 +53,23 @@ void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_
 void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const float* w, bf16* out, int32_t n_rows,
                     int32_t d, float eps, cudaStream_t stream);
 
+/// What rope_kv_write does to one layer's Q and K besides writing them (the per-arch switches of
+/// model/llama_config.hpp), in this order: bias, per-head RMSNorm, rotation.
+struct rope_kv_args {
+  int32_t n_rot = 0;              ///< dims rotated at the start of each head (even)
+  bool neox = false;              ///< pairs (i, i + n_rot/2) (qwen2/3) instead of (2i, 2i+1) (llama)
+  const float* bias = nullptr;    ///< ((n_head + 2 n_kv) * head_dim) added to Q, K and V (qwen2), or null
+  const float* q_norm = nullptr;  ///< (head_dim) RMSNorm weight over each query head (qwen3), or null
+  const float* k_norm = nullptr;  ///< (head_dim) the same over each key head; set with q_norm
+  float eps = 1e-6f;              ///< of the head norms
+};
+
 // rope_kv.cu: qkv (T, (n_head + 2 n_kv) * head_dim) f32 -> q_out (T, n_head * head_dim) bf16 with
-// RoPE (adjacent pairs, "NORM") on the first n_rot dims of each head; K (rotated) and V written to
-// their cache slots. rope (max_pos, n_rot/2) holds (cos, sin) per position and pair.
+// RoPE on the first n_rot dims of each head; K (rotated) and V written to their cache slots, all
+// after the bias and head norms of `a`. rope (max_pos, n_rot/2) holds (cos, sin) per position and
+// pair (the frequency scaling is in the table).
 void launch_rope_kv_write(const step_meta& m, const float* qkv, const float2* rope, bf16* q_out, bf16* k_cache,
-                          bf16* v_cache, int32_t T, const kv_shape& s, int32_t n_rot, cudaStream_t stream);
+                          bf16* v_cache, int32_t T, const kv_shape& s, const rope_kv_args& a, cudaStream_t stream);
 
 /// Split along the context (flash-decoding): n_splits > 1 needs part_o (T, n_head, n_splits,
 /// head_dim) f32 and part_ml (T, n_head, n_splits, 2) f32.

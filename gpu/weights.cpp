@@ -39,6 +39,11 @@ void device_weights::carve(device_arena& a, const model::llama_config& c) {
   for (auto& L : layers) {
     L.attn_norm = a.take<float>(n.d);
     L.wqkv = a.take<bf16>((n.q + 2 * n.kv) * n.d);
+    if (c.qkv_bias) L.qkv_bias = a.take<float>(n.q + 2 * n.kv);
+    if (c.qk_norm) {
+      L.q_norm = a.take<float>(c.head_dim);
+      L.k_norm = a.take<float>(c.head_dim);
+    }
     L.wo = a.take<bf16>(n.d * n.q);
     L.ffn_norm = a.take<float>(n.d);
     L.w_gate_up = a.take<bf16>(2 * n.ff * n.d);
@@ -66,6 +71,15 @@ void upload_gguf_weights(const model::gguf_file& f, const model::llama_config& c
     upload_bf16(L.wqkv, model::load_tensor_f32(f, p + "attn_q.weight", n.d, n.q), staging);
     upload_bf16(L.wqkv + n.q * n.d, model::load_tensor_f32(f, p + "attn_k.weight", n.d, n.kv), staging);
     upload_bf16(L.wqkv + (n.q + n.kv) * n.d, model::load_tensor_f32(f, p + "attn_v.weight", n.d, n.kv), staging);
+    if (L.qkv_bias) {  // one vector laid out as the fused GEMM's output row: Q, K, V
+      upload_f32(L.qkv_bias, model::load_tensor_f32(f, p + "attn_q.bias", n.q));
+      upload_f32(L.qkv_bias + n.q, model::load_tensor_f32(f, p + "attn_k.bias", n.kv));
+      upload_f32(L.qkv_bias + n.q + n.kv, model::load_tensor_f32(f, p + "attn_v.bias", n.kv));
+    }
+    if (L.q_norm) {
+      upload_f32(L.q_norm, model::load_tensor_f32(f, p + "attn_q_norm.weight", c.head_dim));
+      upload_f32(L.k_norm, model::load_tensor_f32(f, p + "attn_k_norm.weight", c.head_dim));
+    }
     upload_bf16(L.wo, model::load_tensor_f32(f, p + "attn_output.weight", n.q, n.d), staging);
     upload_f32(L.ffn_norm, model::load_tensor_f32(f, p + "ffn_norm.weight", n.d));
     upload_bf16(L.w_gate_up, model::load_tensor_f32(f, p + "ffn_gate.weight", n.d, n.ff), staging);
@@ -79,15 +93,20 @@ void fill_dummy_weights(const model::llama_config& c, device_weights& w, uint64_
   const float a = 0.02f * 1.7320508f;  // uniform(-a, a) has std a / sqrt(3) = 0.02
   uint64_t s = seed;
   auto mat = [&](bf16* p, int64_t count) { launch_fill_random_bf16(p, count, ++s * 0x9e3779b97f4a7c15ull, a, 0.0f, stream); };
-  auto norm = [&](float* p) { launch_fill_random_f32(p, n.d, ++s * 0x9e3779b97f4a7c15ull, 0.02f, 1.0f, stream); };
+  auto norm = [&](float* p, int64_t count) { launch_fill_random_f32(p, count, ++s * 0x9e3779b97f4a7c15ull, 0.02f, 1.0f, stream); };
   mat(w.token_embd, n.vocab * n.d);
-  norm(w.output_norm);
+  norm(w.output_norm, n.d);
   if (!c.tied_output) mat(w.lm_head, n.vocab * n.d);
   for (const device_layer& L : w.layers) {
-    norm(L.attn_norm);
+    norm(L.attn_norm, n.d);
     mat(L.wqkv, (n.q + 2 * n.kv) * n.d);
+    if (L.qkv_bias) launch_fill_random_f32(L.qkv_bias, n.q + 2 * n.kv, ++s * 0x9e3779b97f4a7c15ull, a, 0.0f, stream);
+    if (L.q_norm) {
+      norm(L.q_norm, c.head_dim);
+      norm(L.k_norm, c.head_dim);
+    }
     mat(L.wo, n.d * n.q);
-    norm(L.ffn_norm);
+    norm(L.ffn_norm, n.d);
     mat(L.w_gate_up, 2 * n.ff * n.d);
     mat(L.w_down, n.d * n.ff);
   }

@@ -22,6 +22,9 @@ namespace conveyor::gpu {
 struct device_layer {
   float* attn_norm = nullptr;  ///< (n_embd)
   bf16* wqkv = nullptr;        ///< (n_head*hd + 2*n_head_kv*hd, n_embd): Q rows, K rows, V rows
+  float* qkv_bias = nullptr;   ///< (n_head*hd + 2*n_head_kv*hd): Q, K, V biases (qwen2), or null
+  float* q_norm = nullptr;     ///< (hd) RMSNorm weight over each query head (qwen3), or null
+  float* k_norm = nullptr;     ///< (hd) the same over each key head, or null
   bf16* wo = nullptr;          ///< (n_embd, n_head*hd)
   float* ffn_norm = nullptr;   ///< (n_embd)
   bf16* w_gate_up = nullptr;   ///< (2*n_ff, n_embd): gate rows, then up rows
@@ -43,7 +46,7 @@ struct device_weights {
 /// Copies every tensor of `f` into `w` (already carved for `c`). Throws model_error.
 void upload_gguf_weights(const model::gguf_file& f, const model::llama_config& c, device_weights& w, cudaStream_t stream);
 
-/// Fills `w` with seeded uniform values: matrices with std 0.02, norms 1 +- 0.02.
+/// Fills `w` with seeded uniform values: matrices and biases with std 0.02, norms 1 +- 0.02.
 void fill_dummy_weights(const model::llama_config& c, device_weights& w, uint64_t seed, cudaStream_t stream);
 
 } // namespace conveyor::gpu

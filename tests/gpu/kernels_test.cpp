@@ -1,13 +1,12 @@
 // Each element-wise kernel and the GEMM against a CPU reference on fresh random inputs, outputs
-// poisoned (NaN) before every run: embedding, RMSNorm (+ residual, + row gather), RoPE + KV
-// write, SwiGLU, cuBLASLt GEMM (f32 and bf16 outputs).
+// poisoned (NaN) before every run: embedding, RMSNorm (+ residual, + row gather), SwiGLU,
+// cuBLASLt GEMM (f32 and bf16 outputs). RoPE + KV write: rope_kv_test.cpp.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
 
 #include "gpu/gemm.hpp"
-#include "gpu/step_meta.hpp"
 #include "gpu_support.hpp"
 #include "model/cpu_ops.hpp"
 
@@ -64,75 +63,6 @@ BOOST_AUTO_TEST_CASE(rmsnorm_with_residual_and_rows) {
     BOOST_TEST_CONTEXT("scale " << scale << " variant " << variant) {
       BOOST_TEST(rel_error(to_float(out.download()), ref) < bf16_bound);
       if (variant == 1) BOOST_TEST(rel_error(x.download(), xs) < f32_bound);
-    }
-  }
-}
-
-BOOST_AUTO_TEST_CASE(rope_and_kv_write) {
-  std::mt19937 rng(3);
-  for (int32_t n_rot : {32, 16}) {
-    const kv_shape s{4, 2, 32, 4};
-    const int32_t width = (s.n_head + 2 * s.n_kv) * s.head_dim, num_blocks = 16;
-    step_plan plan;
-    const int32_t computed[] = {2, 9, 0}, lens[] = {5, 1, 3};
-    std::vector<int32_t> perm(num_blocks);
-    for (int32_t i = 0; i < num_blocks; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    int32_t next = 0;
-    for (int32_t q = 0; q < 3; ++q) {
-      scheduled_seq sq;
-      sq.id = q;
-      sq.num_computed_tokens = computed[q];
-      for (int32_t i = 0; i < lens[q]; ++i) sq.tokens.push_back(i);
-      for (int32_t b = 0; b < (computed[q] + lens[q] + 3) / 4; ++b) sq.block_table.push_back(perm[next++]);
-      plan.seqs.push_back(sq);
-    }
-    step_meta_buffer meta(step_caps{64, 8, 64});
-    const step_shape sh = meta.fill(plan, 0, 8, 2, s.block_size, num_blocks);
-    meta.upload(sh, nullptr);
-    const int32_t T = sh.tokens, max_pos = 16;
-    std::vector<float> c(n_rot / 2), sn(n_rot / 2);
-    std::vector<float2> rope(size_t(max_pos) * (n_rot / 2));
-    for (int32_t p = 0; p < max_pos; ++p) {
-      model::rope_angles(p, n_rot, 10000.0f, nullptr, c.data(), sn.data());
-      for (int32_t i = 0; i < n_rot / 2; ++i) rope[size_t(p) * (n_rot / 2) + i] = float2{c[i], sn[i]};
-    }
-    dev_array<float2> drope(rope);
-    const auto qkv0 = random_floats(rng, size_t(T) * width);
-    dev_array<float> qkv(qkv0);
-    dev_array<bf16_bits> q_out(size_t(T) * s.n_head * s.head_dim);
-    const size_t cache_elems = size_t(num_blocks) * s.n_kv * s.block_size * s.head_dim;
-    dev_array<bf16_bits> kc(cache_elems), vc(cache_elems);
-    q_out.poison();
-    kc.poison();
-    vc.poison();
-    launch_rope_kv_write(meta.device(), qkv.get(), drope.get(), as_bf16(q_out), as_bf16(kc), as_bf16(vc), T, s, n_rot, nullptr);
-    const auto qg = to_float(q_out.download()), kg = to_float(kc.download()), vg = to_float(vc.download());
-    std::vector<float> q_ref, q_got, kv_ref, kv_got;
-    int32_t t = 0;
-    for (const auto& sq : plan.seqs)
-      for (size_t i = 0; i < sq.tokens.size(); ++i, ++t) {
-        const int32_t pos = sq.num_computed_tokens + static_cast<int32_t>(i);
-        std::vector<float> row(qkv0.begin() + size_t(t) * width, qkv0.begin() + size_t(t + 1) * width);
-        model::rope_angles(pos, n_rot, 10000.0f, nullptr, c.data(), sn.data());
-        model::rope_apply(row.data(), s.n_head + s.n_kv, s.head_dim, n_rot, c.data(), sn.data());
-        for (int32_t j = 0; j < s.n_head * s.head_dim; ++j) {
-          q_ref.push_back(row[j]);
-          q_got.push_back(qg[size_t(t) * s.n_head * s.head_dim + j]);
-        }
-        const int32_t blk = sq.block_table[size_t(pos / s.block_size)], slot = pos % s.block_size;
-        for (int32_t g = 0; g < s.n_kv; ++g)
-          for (int32_t dd = 0; dd < s.head_dim; ++dd) {
-            const size_t off = ((size_t(blk) * s.n_kv + g) * s.block_size + slot) * s.head_dim + dd;
-            kv_ref.push_back(row[(s.n_head + g) * s.head_dim + dd]);
-            kv_got.push_back(kg[off]);
-            kv_ref.push_back(row[(s.n_head + s.n_kv + g) * s.head_dim + dd]);
-            kv_got.push_back(vg[off]);
-          }
-      }
-    BOOST_TEST_CONTEXT("n_rot " << n_rot) {
-      BOOST_TEST(rel_error(q_got, q_ref) < bf16_bound);
-      BOOST_TEST(rel_error(kv_got, kv_ref) < bf16_bound);
     }
   }
 }
