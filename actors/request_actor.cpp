@@ -73,9 +73,18 @@ std::variant<std::vector<token_id>, refusal> tokenize(const request_state& st) {
     if (auto* text = std::get_if<std::string>(&st.job.input)) {
       ids = tok.encode(*text, /*parse_special=*/false);
     } else if (auto* msgs = std::get_if<std::vector<schemas::chat_message>>(&st.job.input)) {
+      if (!st.ctx.chat)
+        return refusal{refusal_code::bad_request, "messages: the model's chat template did not compile at start-up (see the "
+                                                  "server's log); send `prompt` instead"};
       std::vector<model::chat_message> m;
       for (const auto& x : *msgs) m.push_back({x.role, x.content});
-      ids = tok.encode(model::format_chatml(m, tok.chat_template()), /*parse_special=*/true);
+      std::string text;
+      try {
+        text = st.ctx.chat->render(m);
+      } catch (const model::chat_template_error& e) {  // the template refused these messages
+        return refusal{refusal_code::bad_request, std::string("messages: ") + e.what()};
+      }
+      ids = tok.encode(text, /*parse_special=*/true);
     } else {
       ids = std::get<std::vector<token_id>>(st.job.input);
       for (token_id t : ids)

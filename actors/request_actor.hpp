@@ -11,6 +11,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
+#include "model/chat_template.hpp"
 #include "model/grammar.hpp"
 #include "model/tokenizer.hpp"
 #include "schemas/requests.hpp"
@@ -28,6 +29,7 @@ struct front_context {
   std::atomic<int64_t>* live_requests = nullptr;  // request actors alive (the drain waits for 0)
   bool journal = false;  // the journal is on: each accepted job's request goes to it
   const model::grammar_compiler* grammars = nullptr;  // structured outputs (thread-safe); null: refused
+  const model::chat_template* chat = nullptr;  // renders `messages` (thread-safe); null: refused
 };
 
 /// A journaled job continuing after a restart: it is not submitted as new (no `accepted`, no

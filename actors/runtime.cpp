@@ -82,8 +82,13 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   } catch (const std::exception&) {
     grammars_.reset();  // structured outputs are refused ("not available on this server"); the rest serves
   }
-  const front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_, o.model_name, &draining_, &live_requests_,
-                          o.journal != nullptr, grammars_.get()};
+  try {
+    chat_ = std::make_unique<model::chat_template>(model::chat_template::for_model(tok));
+  } catch (const model::chat_template_error& e) {
+    chat_error_ = e.what();  // jobs with `messages` are refused; prompts and token ids serve
+  }
+  const front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
+                          o.journal != nullptr, grammars_.get(), chat_.get()};
   front_ = spawn_front(*sys_, ctx);
   if (o.journal) {
     caf::anon_send(*scheduler_, s_journal_atom::value, *publisher_);

@@ -85,6 +85,9 @@ public:
   /// The bound /metrics port (resolves 0), or -1 when off.
   int metrics_port() const { return http_ ? http_->port() : -1; }
   const recovery_counts& recovered() const { return recovered_; }
+  /// Why the model's chat template did not compile ("" when it did): jobs with `messages` are
+  /// then refused, the rest serves.
+  const std::string& chat_template_error() const { return chat_error_; }
 
   /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
   /// the rest (each gets its done event), flushes their events and stops every thread.
@@ -109,6 +112,8 @@ private:
   std::unique_ptr<transport::http_intake> http_intake_;
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
+  std::unique_ptr<model::chat_template> chat_;  // null: chat_error_ says why; outlives the actors
+  std::string chat_error_;
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   runtime_control control_;

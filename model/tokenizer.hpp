@@ -103,16 +103,4 @@ private:
   std::string pending_;
 };
 
-struct chat_message {
-  std::string role;
-  std::string content;
-};
-
-/// Renders messages with the ChatML template ("<|im_start|>{role}\n{content}<|im_end|>\n" each),
-/// plus "<|im_start|>assistant\n" when add_generation_prompt. If `chat_template` (the GGUF's
-/// Jinja text) injects a default system message when the first message is not a system one,
-/// as SmolLM2's does, that message is injected too.
-std::string format_chatml(std::span<const chat_message> messages, std::string_view chat_template,
-                          bool add_generation_prompt = true);
-
 } // namespace conveyor::model

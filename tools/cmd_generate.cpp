@@ -9,6 +9,7 @@
 #include <random>
 
 #include "gpu/factory.hpp"
+#include "model/chat_template.hpp"
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
@@ -61,7 +62,7 @@ int run_generate(const generate_opts& o) {
   std::vector<token_id> prompt;
   if (o.chat) {
     std::vector<model::chat_message> msgs{{"user", o.prompt}};
-    prompt = tok.encode(model::format_chatml(msgs, tok.chat_template()), /*parse_special=*/true);
+    prompt = tok.encode(model::chat_template::for_model(tok).render(msgs), /*parse_special=*/true);
   } else {
     prompt = tok.encode(o.prompt, /*parse_special=*/false);
   }

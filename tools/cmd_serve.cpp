@@ -125,6 +125,8 @@ int run_serve(const serve_options& o) {
   } else {
     spdlog::warn("conveyor serve: journal off (--no-journal): a crash loses every accepted job that has not finished");
   }
+  if (!rt.chat_template_error().empty())
+    spdlog::error("conveyor serve: {}; jobs with `messages` will be refused (send `prompt` instead)", rt.chat_template_error());
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
   if (!rt.http_endpoint().empty())
     spdlog::info("conveyor serve: OpenAI-compatible HTTP at {}/v1 (model name '{}')", rt.http_endpoint(), ro.model_name);

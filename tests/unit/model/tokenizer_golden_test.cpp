@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "model/chat_template.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
 #include "model/tokenizer.hpp"
@@ -94,10 +95,11 @@ BOOST_AUTO_TEST_CASE(every_case_matches_llama_cpp) {
 
 BOOST_AUTO_TEST_CASE(chat_prompts_render_and_tokenize_like_llama_cpp) {
   const tokenizer& t = smollm2();
+  const chat_template tpl = chat_template::for_model(t);
   for (const json& c : goldens().at("chat")) {
     std::vector<chat_message> msgs;
     for (const json& m : c.at("messages")) msgs.push_back({m.at("role"), m.at("content")});
-    const std::string rendered = format_chatml(msgs, t.chat_template(), c.at("add_generation_prompt").get<bool>());
+    const std::string rendered = tpl.render(msgs, c.at("add_generation_prompt").get<bool>());
     BOOST_TEST_CONTEXT("chat " << c.at("messages").dump()) {
       BOOST_TEST(rendered == c.at("rendered").get<std::string>());
       BOOST_TEST(t.encode(rendered, true, false) == c.at("ids").get<std::vector<token_id>>());

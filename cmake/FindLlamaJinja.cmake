@@ -1,0 +1,69 @@
+# Finds llama.cpp's Jinja engine as installed by tools/build_jinja.sh (static libllama-jinja.a plus
+# include/llama-jinja under one prefix). Defines the imported target LlamaJinja::jinja and
+# LlamaJinja_FOUND, LlamaJinja_VERSION, LlamaJinja_INCLUDE_DIR, LlamaJinja_LIBRARY, and
+# LlamaJinja_TEMPLATES_DIR (llama.cpp's models/templates/*.jinja, installed alongside).
+#
+#   find_package(LlamaJinja REQUIRED)
+#   target_link_libraries(x PRIVATE LlamaJinja::jinja)   # #include "llama-jinja/jinja/runtime.h"
+#
+# Prefix: the first of -DLLAMA_JINJA_ROOT=..., the LLAMA_JINJA_ROOT environment variable,
+# /usr/local/llama-jinja. Only that one prefix is searched, so an explicit root never silently
+# falls back to another copy.
+if(NOT LLAMA_JINJA_ROOT AND DEFINED ENV{LLAMA_JINJA_ROOT} AND NOT "$ENV{LLAMA_JINJA_ROOT}" STREQUAL "")
+  set(LLAMA_JINJA_ROOT "$ENV{LLAMA_JINJA_ROOT}")
+endif()
+if(NOT LLAMA_JINJA_ROOT)
+  set(LLAMA_JINJA_ROOT /usr/local/llama-jinja)
+endif()
+set(LLAMA_JINJA_ROOT "${LLAMA_JINJA_ROOT}" CACHE PATH "Prefix of the llama.cpp Jinja install (tools/build_jinja.sh)")
+# Re-search when the root changed since the last configure (find_* results are cached).
+if(DEFINED _LLAMA_JINJA_ROOT_LAST AND NOT _LLAMA_JINJA_ROOT_LAST STREQUAL LLAMA_JINJA_ROOT)
+  unset(LlamaJinja_INCLUDE_DIR CACHE)
+  unset(LlamaJinja_LIBRARY CACHE)
+  unset(LlamaJinja_TEMPLATES_DIR CACHE)
+endif()
+set(_LLAMA_JINJA_ROOT_LAST "${LLAMA_JINJA_ROOT}" CACHE INTERNAL "")
+
+find_path(LlamaJinja_INCLUDE_DIR NAMES llama-jinja/jinja/runtime.h
+  HINTS "${LLAMA_JINJA_ROOT}" PATH_SUFFIXES include NO_DEFAULT_PATH)
+find_library(LlamaJinja_LIBRARY NAMES libllama-jinja.a
+  HINTS "${LLAMA_JINJA_ROOT}" PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+find_path(LlamaJinja_TEMPLATES_DIR NAMES Qwen-Qwen3-0.6B.jinja
+  HINTS "${LLAMA_JINJA_ROOT}" PATH_SUFFIXES share/llama-jinja/templates NO_DEFAULT_PATH)
+mark_as_advanced(LlamaJinja_INCLUDE_DIR LlamaJinja_LIBRARY LlamaJinja_TEMPLATES_DIR)
+
+# The version comes from the stamp file the build script writes last ("<version> <sha256> <recipe>").
+unset(LlamaJinja_VERSION)
+if(LlamaJinja_INCLUDE_DIR AND EXISTS "${LlamaJinja_INCLUDE_DIR}/../.llama-jinja-stamp")
+  file(READ "${LlamaJinja_INCLUDE_DIR}/../.llama-jinja-stamp" _llama_jinja_stamp)
+  if(_llama_jinja_stamp MATCHES "^([0-9][0-9A-Za-z.+-]*) ")
+    set(LlamaJinja_VERSION "${CMAKE_MATCH_1}")
+  endif()
+endif()
+
+if(LlamaJinja_FIND_REQUIRED AND NOT (LlamaJinja_INCLUDE_DIR AND LlamaJinja_LIBRARY))
+  message(FATAL_ERROR
+    "llama.cpp's Jinja engine not found in LLAMA_JINJA_ROOT=${LLAMA_JINJA_ROOT} "
+    "(header='${LlamaJinja_INCLUDE_DIR}' lib='${LlamaJinja_LIBRARY}').\n"
+    "Build and install it with:  tools/build_jinja.sh ${LLAMA_JINJA_ROOT}\n"
+    "(setup.sh runs it as root into /usr/local/llama-jinja), or point -DLLAMA_JINJA_ROOT=<prefix> "
+    "at an existing install.")
+endif()
+
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(LlamaJinja
+  REQUIRED_VARS LlamaJinja_LIBRARY LlamaJinja_INCLUDE_DIR
+  VERSION_VAR LlamaJinja_VERSION)
+
+if(LlamaJinja_FOUND AND NOT TARGET LlamaJinja::jinja)
+  add_library(LlamaJinja::jinja STATIC IMPORTED)
+  set_target_properties(LlamaJinja::jinja PROPERTIES
+    IMPORTED_LOCATION "${LlamaJinja_LIBRARY}"
+    IMPORTED_LINK_INTERFACE_LANGUAGES CXX
+    # SYSTEM: the headers (static helpers in jinja/utils.h) must not trip -Wall -Wextra -Werror.
+    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${LlamaJinja_INCLUDE_DIR}"
+    INTERFACE_INCLUDE_DIRECTORIES "${LlamaJinja_INCLUDE_DIR}"
+    INTERFACE_COMPILE_FEATURES cxx_std_17)
+  set(LlamaJinja_INCLUDE_DIRS "${LlamaJinja_INCLUDE_DIR}")
+  set(LlamaJinja_LIBRARIES LlamaJinja::jinja)
+endif()
