@@ -4,6 +4,9 @@
 #include <array>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "model/gguf.hpp"
 
@@ -32,6 +35,25 @@ int32_t required_int(const gguf_file& f, const std::string& key) {
   if (!v) fail(f, "missing metadata key '" + key + "'");
   if (*v <= 0 || *v > (int64_t{1} << 30)) fail(f, "metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
   return static_cast<int32_t>(*v);
+}
+
+/// The tensor names the graph of `c` reads. llama.cpp refuses a file with any other tensor
+/// ("wrong number of tensors") or applies it; ignoring one would change the output silently.
+std::vector<std::string> graph_tensors(const llama_config& c) {
+  std::vector<std::string> n{"token_embd.weight", "output_norm.weight"};
+  if (!c.tied_output) n.push_back("output.weight");
+  if (c.has_rope_freqs) n.push_back("rope_freqs.weight");
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* t : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                          "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+      n.push_back(p + t);
+    if (c.qkv_bias)
+      for (const char* t : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) n.push_back(p + t);
+    if (c.qk_norm)
+      for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"}) n.push_back(p + t);
+  }
+  return n;
 }
 
 } // namespace
@@ -83,14 +105,23 @@ llama_config llama_config::from_gguf(const gguf_file& f) {
   auto eps = f.get_float(k + "attention.layer_norm_rms_epsilon");
   if (!eps) fail(f, "missing metadata key '" + k + "attention.layer_norm_rms_epsilon'");
   c.rms_eps = static_cast<float>(*eps);
-  const auto scaling = f.get_string(k + "rope.scaling.type");
-  if (scaling && *scaling == "linear") {
-    const double factor = f.get_float(k + "rope.scaling.factor").value_or(1.0);
-    if (!(factor >= 1.0)) fail(f, "rope.scaling.factor " + std::to_string(factor) + " must be >= 1");
-    c.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling && *scaling != "none") {
-    fail(f, "rope scaling type '" + *scaling + "' is not supported (supported: none, linear, and Llama 3's rope_freqs tensor)");
+  // As llama.cpp: an absent type means linear, and the factor (or the older rope.scale_linear)
+  // scales every angle by 1/factor whatever the type says; "none" with no factor is no scaling.
+  const std::string scaling = f.get_string(k + "rope.scaling.type").value_or("linear");
+  if (scaling != "linear" && scaling != "none")
+    fail(f, "rope scaling type '" + scaling + "' is not supported (supported: none, linear, and Llama 3's rope_freqs tensor)");
+  const auto factor = f.get_float(k + "rope.scaling.factor") ? f.get_float(k + "rope.scaling.factor")
+                                                              : f.get_float(k + "rope.scale_linear");
+  if (factor && *factor != 0.0) {
+    if (!(*factor >= 1.0)) fail(f, "rope scaling factor " + std::to_string(*factor) + " must be >= 1");
+    c.rope_freq_scale = static_cast<float>(1.0 / *factor);
   }
+  if (auto af = f.get_float(k + "rope.scaling.attn_factor"); af && *af != 1.0)
+    fail(f, "rope.scaling.attn_factor " + std::to_string(*af) + " is not supported (only 1)");
+  // llama.cpp's Qwen graphs assert n_rot == head dim.
+  if (c.rope == rope_pairs::neox && c.n_rot != c.head_dim)
+    fail(f, "rope.dimension_count " + std::to_string(c.n_rot) + " differs from the head dim " + std::to_string(c.head_dim) +
+                "; " + c.arch + " rotates whole heads");
   c.validate(f.path());
 
   const auto* embd = f.find_tensor("token_embd.weight");
@@ -101,7 +132,17 @@ llama_config llama_config::from_gguf(const gguf_file& f) {
   if (auto vs = f.get_int(k + "vocab_size"); vs && *vs != c.vocab_size)
     fail(f, k + "vocab_size " + std::to_string(*vs) + " differs from token_embd rows " + std::to_string(c.vocab_size));
   c.tied_output = f.find_tensor("output.weight") == nullptr;
-  c.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  // Optional in llama.cpp's llama and qwen3 graphs (a checkpoint with attention_bias), required in qwen2's.
+  c.qkv_bias = c.qkv_bias || f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  // Only the llama graph reads rope_freqs; in another architecture it is an unknown tensor (refused).
+  c.has_rope_freqs = c.arch == "llama" && f.find_tensor("rope_freqs.weight") != nullptr;
+  const std::vector<std::string> used = graph_tensors(c);
+  const std::unordered_set<std::string_view> known(used.begin(), used.end());
+  for (const gguf_tensor_info& t : f.tensors())
+    if (!known.contains(t.name))
+      fail(f, "tensor '" + t.name + "' is not part of the " + c.arch +
+                  " graph conveyor runs (ignoring it would change the output; llama.cpp refuses such a file too "
+                  "or applies it: an unsupported variant of " + c.arch + ")");
   return c;
 }
 

@@ -46,6 +46,19 @@ qmatrix stacked(const gguf_file& f, std::initializer_list<std::pair<std::string,
   return q;
 }
 
+/// Layer l's Q, K and V biases end to end, as the fused QKV product's row lays them out. (The
+/// CUDA weights load them on their own: the GPU-vs-CPU tests compare two independent paths.)
+std::vector<float> load_qkv_bias(const gguf_file& f, const llama_config& c, int32_t l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int64_t q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_head_kv} * c.head_dim;
+  std::vector<float> b = load_tensor_f32(f, p + "attn_q.bias", q);
+  for (const char* t : {"attn_k.bias", "attn_v.bias"}) {
+    const std::vector<float> v = load_tensor_f32(f, p + t, kv);
+    b.insert(b.end(), v.begin(), v.end());
+  }
+  return b;
+}
+
 } // namespace
 
 std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, int64_t ne0, int64_t ne1) {
@@ -74,13 +87,7 @@ llama_weights llama_weights::map(const gguf_file& f, const llama_config& c) {
     layer_weights& L = w.layers[static_cast<size_t>(l)];
     L.attn_norm = load_tensor_f32(f, p + "attn_norm.weight", d);
     L.wqkv = stacked(f, {{p + "attn_q.weight", q}, {p + "attn_k.weight", kv}, {p + "attn_v.weight", kv}}, d);
-    if (c.qkv_bias) {
-      L.qkv_bias = load_tensor_f32(f, p + "attn_q.bias", q);
-      for (const char* b : {"attn_k.bias", "attn_v.bias"}) {
-        const std::vector<float> v = load_tensor_f32(f, p + b, kv);
-        L.qkv_bias.insert(L.qkv_bias.end(), v.begin(), v.end());
-      }
-    }
+    if (c.qkv_bias) L.qkv_bias = load_qkv_bias(f, c, l);
     if (c.qk_norm) {
       L.q_norm = load_tensor_f32(f, p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = load_tensor_f32(f, p + "attn_k_norm.weight", c.head_dim);

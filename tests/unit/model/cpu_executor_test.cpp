@@ -93,6 +93,12 @@ BOOST_AUTO_TEST_CASE(logits_match_reference_qwen3_qk_norm_key_length) {
   check_against_reference(s, "qwen3");
 }
 
+BOOST_AUTO_TEST_CASE(logits_match_reference_llama_with_attention_bias) {
+  tiny_llama_spec s = tiny_config_a();
+  s.attn_bias = true;
+  check_against_reference(s, "llama_bias");
+}
+
 BOOST_AUTO_TEST_CASE(logits_match_reference_linear_rope_scaling) {
   tiny_llama_spec s = tiny_config_a();
   s.rope_linear_factor = 4.0f;

@@ -58,8 +58,9 @@ std::vector<double> reference_logits(const gguf_file& f, const std::vector<token
   const int64_t n_rot = f.get_int(a + "rope.dimension_count").value_or(hd);
   const double eps = *f.get_float(a + "attention.layer_norm_rms_epsilon");
   const double theta = f.get_float(a + "rope.freq_base").value_or(10000.0);
-  const double pos_scale = f.get_string(a + "rope.scaling.type").value_or("none") == "linear"
-                               ? 1.0 / *f.get_float(a + "rope.scaling.factor") : 1.0;
+  // llama.cpp's rule: rope.scaling.factor (or the older rope.scale_linear) divides every angle.
+  const double factor = f.get_float(a + "rope.scaling.factor").value_or(f.get_float(a + "rope.scale_linear").value_or(0.0));
+  const double pos_scale = factor != 0.0 ? 1.0 / factor : 1.0;
   const bool neox = arch != "llama";  // qwen2, qwen3: halves rotate together
   const matrix embd = load(f, "token_embd.weight");
   const matrix head = f.find_tensor("output.weight") ? load(f, "output.weight") : embd;

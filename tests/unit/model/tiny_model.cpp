@@ -201,6 +201,7 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
     w.add_kv(a + "rope.scaling.factor", s.rope_linear_factor);
   }
   w.add_kv(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+  for (const auto& [key, value] : s.extra_f32_kv) w.add_kv(a + key, value);
   w.add_kv("tokenizer.ggml.model", "gpt2");
   w.add_kv("tokenizer.ggml.pre", "smollm");
   w.add_kv("tokenizer.ggml.tokens", vocab);
@@ -231,7 +232,7 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
     make.weight(p + "attn_q.weight", s.attn_q, e, q);
     make.weight(p + "attn_k.weight", s.attn_k, e, kv);
     make.weight(p + "attn_v.weight", s.attn_v, e, kv);
-    if (s.arch == "qwen2") {  // biases are large next to the weights, so a wrong add shows
+    if (s.arch == "qwen2" || s.attn_bias) {  // biases are large next to the weights, so a wrong add shows
       make.bias(p + "attn_q.bias", q);
       make.bias(p + "attn_k.bias", kv);
       make.bias(p + "attn_v.bias", kv);
@@ -247,6 +248,7 @@ void write_tiny_llama(const std::string& path, const tiny_llama_spec& s) {
     make.weight(p + "ffn_down.weight", s.ffn_down, ff, e);
   }
   make.norm("output_norm.weight", e);
+  for (const std::string& name : s.extra_tensors) make.bias(name, e);
   if (!s.tied) {
     make.weight("output.weight", s.output, e, n_vocab);
   }

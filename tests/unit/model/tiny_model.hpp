@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/ggml_type.hpp"
@@ -38,6 +39,11 @@ struct tiny_llama_spec {
   bool rope_freqs = false;  ///< adds rope_freqs.weight [head_dim/2] F32 (llama3-style divisors)
   float rope_linear_factor = 0.0f;  ///< > 0: rope.scaling.type "linear" with this factor
   int32_t key_length = 0;   ///< > 0: attention.key_length (a head dim other than n_embd / n_head)
+  bool attn_bias = false;   ///< attn_{q,k,v}.bias for any arch (qwen2 always has them)
+  /// Extra metadata (f32 values, key without the arch prefix) and extra 1-D F32 tensors of
+  /// n_embd values, for files conveyor must read differently or refuse.
+  std::vector<std::pair<std::string, float>> extra_f32_kv;
+  std::vector<std::string> extra_tensors;
   ggml_type attn_q = ggml_type::q4_1;
   ggml_type attn_k = ggml_type::q4_1;
   ggml_type attn_v = ggml_type::q4_1;
