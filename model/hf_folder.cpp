@@ -51,7 +51,7 @@ weight_files open_weights(const fs::path& dir) {
   std::vector<std::string> names;
   const fs::path index = dir / "model.safetensors.index.json";
   json map;  // sharded: tensor name -> shard file name
-  if (fs::is_regular_file(index)) {
+  if (hf_is_file(index)) {
     const json j = read_json_file(index.string());
     map = j.is_object() ? j.value("weight_map", json()) : json();
     if (!map.is_object() || map.empty()) fail(index.string(), "has no weight_map object");
@@ -63,16 +63,16 @@ weight_files open_weights(const fs::path& dir) {
         fail(index.string(), "weight_map names '" + f + "', which is not a file in the folder");
       if (seen.insert(f).second) names.push_back(f);
     }
-  } else if (fs::is_regular_file(dir / "model.safetensors")) {
+  } else if (hf_is_file(dir / "model.safetensors")) {
     names.push_back("model.safetensors");
   } else {
-    const bool bin = fs::is_regular_file(dir / "pytorch_model.bin") || fs::is_regular_file(dir / "pytorch_model.bin.index.json");
+    const bool bin = hf_is_file(dir / "pytorch_model.bin") || hf_is_file(dir / "pytorch_model.bin.index.json");
     fail(dir.string(), std::string("no model.safetensors or model.safetensors.index.json") +
                            (bin ? " (PyTorch .bin checkpoints are not read; save the model with safetensors)" : ""));
   }
   w.files.reserve(names.size());
   for (const std::string& n : names) {
-    if (!fs::is_regular_file(dir / n)) fail(index.string(), "names shard '" + n + "', which is missing");
+    if (!hf_is_file(dir / n)) fail(index.string(), "names shard '" + n + "', which is missing");
     w.files.push_back(safetensors_file::open((dir / n).string()));
   }
   for (const safetensors_file& f : w.files)
@@ -172,11 +172,11 @@ std::string supported_hf_architectures() {
   return s;
 }
 
-gguf_file open_hf_folder(const std::string& dir_arg) {
-  fs::path dir = fs::path(dir_arg).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();  // "folder/" -> "folder"
+namespace {
+
+gguf_file open_folder(const fs::path& dir) {
   const std::string cfg_path = (dir / "config.json").string();
-  if (!fs::is_regular_file(cfg_path))
+  if (!hf_is_file(cfg_path))
     fail(cfg_path, "missing; pass a GGUF file or a Hugging Face model folder (config.json, tokenizer.json, *.safetensors)");
   const json cfg = read_json_file(cfg_path);
   if (!cfg.is_object()) fail(cfg_path, "is not a JSON object");
@@ -214,13 +214,18 @@ gguf_file open_hf_folder(const std::string& dir_arg) {
   const int64_t n_vocab = json_int(cfg, "vocab_size", cfg_path)
                               .value_or(embd != b.w.by_name.end() && embd->second->shape.size() == 2 ? embd->second->shape[0] : 0);
   if (n_vocab <= 0) fail(cfg_path, "missing 'vocab_size' and no model.embed_tokens.weight to take it from");
+  // The embedding (a view, nothing copied) first: vocab_size is checked against its rows before
+  // the tokenizer allocates a token per id, so a typo there fails fast instead of filling memory.
+  b.map("model.embed_tokens.weight", "token_embd.weight", {n_vocab, d});
 
   gguf_kvs tokenizer_kvs;  // before any weight is copied: an unsupported tokenizer fails fast
   add_hf_tokenizer(dir.string(), cfg, n_vocab, tokenizer_kvs);
 
   gguf_kvs kvs;
   kvs.emplace_back("general.architecture", gguf_str(A));
-  kvs.emplace_back("general.name", gguf_str(fs::weakly_canonical(dir).filename().string()));
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(dir, ec);
+  kvs.emplace_back("general.name", gguf_str((ec ? dir : canonical).filename().string()));
   kvs.emplace_back(A + ".block_count", gguf_u32(uint32_t(n_layer)));
   kvs.emplace_back(A + ".context_length", gguf_u32(uint32_t(n_ctx)));
   kvs.emplace_back(A + ".embedding_length", gguf_u32(uint32_t(d)));
@@ -248,7 +253,6 @@ gguf_file open_hf_folder(const std::string& dir_arg) {
   }
 
   const int64_t q = n_head * hd, kv = n_kv * hd;
-  b.map("model.embed_tokens.weight", "token_embd.weight", {n_vocab, d});
   const ggml_type et = b.tensors.front().info.type;  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32
   kvs.emplace_back("general.file_type", gguf_u32(et == ggml_type::f32 ? 0 : et == ggml_type::f16 ? 1 : 32));
   if (rope_type && *rope_type == "llama3") {
@@ -292,6 +296,28 @@ gguf_file open_hf_folder(const std::string& dir_arg) {
     return gguf_file::assemble(dir.string(), std::move(kvs), std::move(b.tensors), std::move(b.owners));
   } catch (const gguf_error& e) {
     throw model_error(e.what());
+  }
+}
+
+} // namespace
+
+gguf_file open_hf_folder(const std::string& dir_arg) {
+  fs::path dir = fs::path(dir_arg).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "folder/" -> "folder"
+  // Backstop: every read above checks types and file access itself; anything that still escapes
+  // from nlohmann::json or std::filesystem becomes the same one-line model_error (exit 2).
+  const auto backstop = [&](std::string what) -> model_error {
+    for (char& c : what)
+      if (c == '\n' || c == '\r') c = ' ';
+    return model_error(dir.string() + ": " + what +
+                       "; HINT: check that the folder and its files are readable and hold what Hugging Face writes there");
+  };
+  try {
+    return open_folder(dir);
+  } catch (const nlohmann::json::exception& e) {
+    throw backstop(e.what());
+  } catch (const fs::filesystem_error& e) {
+    throw backstop(e.what());
   }
 }
 

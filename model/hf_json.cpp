@@ -1,6 +1,8 @@
 // Bounded JSON parsing and typed field access for Hugging Face folders (model/hf_json.hpp).
 #include "model/hf_json.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,13 +35,22 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& wher
   }
 }
 
+bool hf_is_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec && st.type() != std::filesystem::file_type::not_found)
+    throw model_error(path.string() + ": cannot access: " + ec.message());
+  return st.type() == std::filesystem::file_type::regular;
+}
+
 std::string read_text_file(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw model_error(path + ": no such file");
+  if (!hf_is_file(path)) throw model_error(path + ": no such file");
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw model_error(path + ": cannot stat: " + ec.message());
   if (size > max_file_bytes) throw model_error(path + ": " + std::to_string(size) + " bytes is too large for a text file");
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw model_error(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream buf;
   buf << in.rdbuf();
   if (!in && !in.eof()) throw model_error(path + ": cannot read");

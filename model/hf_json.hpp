@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,11 @@ namespace conveyor::model {
 /// Parses `text`; throws model_error("<where>: malformed JSON: ...") when it is not JSON or nests
 /// deeper than 64 levels.
 nlohmann::json parse_json_bounded(std::string_view text, const std::string& where);
+
+/// True when `path` is a regular file (symlinks followed); false when nothing is there or it is
+/// something else. Throws model_error("<path>: cannot access: <why>") when it cannot be looked
+/// at (a folder without search permission, a symlink loop): never std::filesystem_error.
+bool hf_is_file(const std::filesystem::path& path);
 
 /// Reads the whole file (at most 1 GiB). Throws model_error("<path>: ...").
 std::string read_text_file(const std::string& path);

@@ -15,6 +15,7 @@
 #include "model/hf_json.hpp"
 #include "model/hf_tokenizer.hpp"
 #include "model/tokenizer.hpp"
+#include "model/unicode_bytes.hpp"
 
 namespace conveyor::model {
 namespace {
@@ -25,13 +26,6 @@ namespace fs = std::filesystem;
 [[noreturn]] void fail(const std::string& where, const std::string& problem) { throw tokenizer_error(where + ": " + problem); }
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-
-std::string spaces_for_u2581(const std::string& s) {  // the converter pre-normalizes user-defined spaces
-  std::string out;
-  size_t pos = 0;
-  for (size_t at; (at = s.find(kSpace, pos)) != std::string::npos; pos = at + kSpace.size()) out.append(s, pos, at - pos).append(" ");
-  return out.append(s, pos);
-}
 
 /// The model's NormalizerSpec.add_dummy_prefix. Debian's package ships no sentencepiece_model.pb.h,
 /// so ModelProto (model_proto()) is an incomplete type here; the flag is read from what the
@@ -80,7 +74,7 @@ void add_hf_spm_tokenizer(const std::string& dir, const json& config, int64_t n_
     scores[size_t(id)] = -1000.0f;
     types[size_t(id)] = int32_t(kind);
   };
-  if (const fs::path added = root / "added_tokens.json"; fs::is_regular_file(added)) {
+  if (const fs::path added = root / "added_tokens.json"; hf_is_file(added)) {
     const json j = read_json_file(added.string());
     if (!j.is_object()) fail(added.string(), "is not a JSON object of token -> id");
     for (const auto& [text, id] : j.items()) {
@@ -103,15 +97,16 @@ void add_hf_spm_tokenizer(const std::string& dir, const json& config, int64_t n_
       if (id < 0 || !entry.is_object() || !entry.value("content", json()).is_string())
         fail(tcfg_where, "added_tokens_decoder['" + key.substr(0, 20) + "'] is not an id with a content string");
       const std::string text = entry["content"].get<std::string>();
-      const bool control = entry.value("special", false) || hf_looks_special(text);
-      place(tcfg_where, control ? text : spaces_for_u2581(text), id, control ? token_kind::control : token_kind::user_defined);
+      const bool control = json_bool(entry, "special", tcfg_where).value_or(false) || hf_looks_special(text);
+      // The converter pre-normalizes a user-defined token's ▁ to spaces.
+      place(tcfg_where, control ? text : spm_unescape_spaces(text), id, control ? token_kind::control : token_kind::user_defined);
     }
   }
 
   // tokenizer.json, when the folder has one too (real Mistral folders do), only names the special
   // tokens' ids and the post-processor that adds BOS, as in gguf-py's SpecialVocab.
   const fs::path tok_path = root / "tokenizer.json";
-  const json tok = fs::is_regular_file(tok_path) ? read_json_file(tok_path.string()) : json();
+  const json tok = hf_is_file(tok_path) ? read_json_file(tok_path.string()) : json();
   hf_special_vocab special = read_hf_special_vocab(dir, tok, tcfg, config, n_vocab);
   // What the converter leaves unset llama.cpp defaults to (bos 1, eos 2, unk 0, add_bos true);
   // the model's own ids are those for Llama 2 and Mistral, and the right ones for any other.

@@ -11,6 +11,7 @@
 
 #include "model/hf_json.hpp"
 #include "model/tokenizer.hpp"
+#include "model/unicode_bytes.hpp"
 
 namespace conveyor::model {
 namespace {
@@ -28,34 +29,40 @@ constexpr std::string_view kQwen2Regex =
   throw tokenizer_error(where + ": " + problem);
 }
 
-std::string type_of(const json& j) { return j.is_object() ? j.value("type", std::string("?")) : j.type_name(); }
+/// An object's "type" ("?" when it has none), or the JSON type of anything else. Throws
+/// model_error when "type" is there but not a string.
+std::string type_of(const json& j, const std::string& where) {
+  return j.is_object() ? json_string(j, "type", where).value_or("?") : j.type_name();
+}
 
-bool byte_level(const json& p, bool use_regex) {
-  return type_of(p) == "ByteLevel" && !p.value("add_prefix_space", false) && p.value("use_regex", true) == use_regex;
+bool byte_level(const json& p, bool use_regex, const std::string& where) {
+  return type_of(p, where) == "ByteLevel" && !json_bool(p, "add_prefix_space", where).value_or(false) &&
+         json_bool(p, "use_regex", where).value_or(true) == use_regex;
 }
 
 /// llama.cpp's tokenizer.ggml.pre name for the folder's pre_tokenizer.
-std::string detect_pre(const json& tok, const std::string& where) {
+std::string detect_pre(const json& tok, const std::string& file) {
+  const std::string where = file + " (pre_tokenizer)";
   const json& pt = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
   json steps = json::array();
-  if (type_of(pt) == "Sequence" && pt.contains("pretokenizers") && pt["pretokenizers"].is_array()) steps = pt["pretokenizers"];
+  if (type_of(pt, where) == "Sequence" && pt.contains("pretokenizers") && pt["pretokenizers"].is_array()) steps = pt["pretokenizers"];
   else if (pt.is_object()) steps.push_back(pt);
-  if (steps.size() == 2 && type_of(steps[0]) == "Split" && byte_level(steps[1], false)) {
+  if (steps.size() == 2 && type_of(steps[0], where) == "Split" && byte_level(steps[1], false, where)) {
     const json& s = steps[0];
     const json pattern = s.value("pattern", json::object());
-    const std::string regex = pattern.is_object() ? pattern.value("Regex", std::string()) : std::string();
-    if (s.value("behavior", std::string()) == "Isolated" && !s.value("invert", false)) {
+    const std::string regex = pattern.is_object() ? json_string(pattern, "Regex", where).value_or("") : std::string();
+    if (json_string(s, "behavior", where).value_or("") == "Isolated" && !json_bool(s, "invert", where).value_or(false)) {
       if (regex == kLlama3Regex) return "llama-bpe";
       if (regex == kQwen2Regex) return "qwen2";
     }
   }
-  if (steps.size() == 1 && byte_level(steps[0], true)) return "gpt-2";
-  if (steps.size() == 2 && type_of(steps[0]) == "Digits" && steps[0].value("individual_digits", false) &&
-      byte_level(steps[1], true))
+  if (steps.size() == 1 && byte_level(steps[0], true, where)) return "gpt-2";
+  if (steps.size() == 2 && type_of(steps[0], where) == "Digits" && json_bool(steps[0], "individual_digits", where).value_or(false) &&
+      byte_level(steps[1], true, where))
     return "smollm";
   std::string seen;
-  for (const json& s : steps) seen += (seen.empty() ? "" : ", ") + type_of(s);
-  fail(where, "pre_tokenizer [" + seen + "] is not one conveyor recognizes (Llama 3's, Qwen2's, GPT-2's or SmolLM's byte-level splits)" +
+  for (const json& s : steps) seen += (seen.empty() ? "" : ", ") + type_of(s, where);
+  fail(file, "pre_tokenizer [" + seen + "] is not one conveyor recognizes (Llama 3's, Qwen2's, GPT-2's or SmolLM's byte-level splits)" +
                   kHfConvertHint);
 }
 
@@ -99,13 +106,13 @@ std::string chat_template_of(const fs::path& dir, const json& tcfg, const std::s
   if (it != tcfg.end() && it->is_string()) return it->get<std::string>();
   if (it != tcfg.end() && it->is_array()) {  // named templates: "default" is tokenizer.chat_template
     for (const json& t : *it)
-      if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") && t["template"].is_string())
+      if (t.is_object() && t.value("name", json()) == "default" && t.contains("template") && t["template"].is_string())
         return t["template"].get<std::string>();
     return "";
   }
   if (it != tcfg.end() && !it->is_null()) fail(where, "chat_template is a " + std::string(it->type_name()) + ", expected a string or a list");
-  if (fs::is_regular_file(dir / "chat_template.jinja")) return read_text_file((dir / "chat_template.jinja").string());
-  if (fs::is_regular_file(dir / "chat_template.json")) {
+  if (hf_is_file(dir / "chat_template.jinja")) return read_text_file((dir / "chat_template.jinja").string());
+  if (hf_is_file(dir / "chat_template.json")) {
     const json j = read_json_file((dir / "chat_template.json").string());
     if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) return j["chat_template"].get<std::string>();
   }
@@ -149,7 +156,7 @@ gguf_value gguf_f32s(const std::vector<float>& items) {
 
 json read_hf_tokenizer_config(const std::string& dir) {
   const std::string where = (fs::path(dir) / "tokenizer_config.json").string();
-  const json tcfg = fs::is_regular_file(where) ? read_json_file(where) : json::object();
+  const json tcfg = hf_is_file(where) ? read_json_file(where) : json::object();
   if (!tcfg.is_object()) fail(where, "is not a JSON object");
   return tcfg;
 }
@@ -164,23 +171,27 @@ hf_special_vocab read_hf_special_vocab(const std::string& dir, const json& tok, 
       if (a.is_object() && a.value("content", json()) == *content && a.value("id", json()).is_number_integer()) return a["id"].get<int64_t>();
     return std::nullopt;
   };
+  // SpecialVocab._set_special_token skips an id outside the vocabulary, so config.json's id, read
+  // next, still counts when tokenizer_config.json's is out of range.
+  auto in_vocab = [&](std::optional<int64_t> id) { return id && *id >= 0 && *id < n_vocab ? id : std::nullopt; };
   hf_special_vocab s;
   for (const auto& [typ, out] : {std::pair{"bos", &s.bos}, {"eos", &s.eos}, {"unk", &s.unk}, {"pad", &s.pad}}) {
-    std::optional<int64_t> id = added_id(token_content(tcfg, std::string(typ) + "_token"));
+    std::optional<int64_t> id = in_vocab(added_id(token_content(tcfg, std::string(typ) + "_token")));
     const auto cfg_id = config.find(std::string(typ) + "_token_id");
-    if (!id && cfg_id != config.end() && cfg_id->is_number_integer()) id = cfg_id->get<int64_t>();  // lists are skipped
-    if (id && *id >= 0 && *id < n_vocab) *out = id;  // llama.cpp ignores an id outside the vocabulary
+    if (!id && cfg_id != config.end() && cfg_id->is_number_integer()) id = in_vocab(cfg_id->get<int64_t>());  // lists are skipped
+    *out = id;
   }
   // add_bos/add_eos: the post-processor decides first (a TemplateProcessing that starts with a
   // special token adds BOS; ByteLevel adds nothing), then tokenizer_config.json's flags.
   const json pp = tok.is_object() ? tok.value("post_processor", json()) : json();
-  const json procs = type_of(pp) == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
+  const std::string tok_where = (root / "tokenizer.json").string();
+  const json procs = type_of(pp, tok_where) == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
   const auto eos_text = token_content(tcfg, "eos_token");
   for (const json& p : procs) {
-    if (type_of(p) == "ByteLevel") {
+    if (type_of(p, tok_where) == "ByteLevel") {
       if (!s.add_bos) s.add_bos = false;
       if (!s.add_eos) s.add_eos = false;
-    } else if (type_of(p) == "TemplateProcessing" && p.contains("single") && p["single"].is_array() && p["single"].size() > 1) {
+    } else if (type_of(p, tok_where) == "TemplateProcessing" && p.contains("single") && p["single"].is_array() && p["single"].size() > 1) {
       const json& single = p["single"];
       s.add_bos = single.front().is_object() && single.front().contains("SpecialToken");
       const json last = single.back().is_object() ? single.back().value("SpecialToken", json()) : json();
@@ -204,22 +215,22 @@ void add_hf_special_vocab(const hf_special_vocab& s, gguf_kvs& kvs) {
 void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_vocab, gguf_kvs& kvs) {
   const fs::path root(dir);
   // As convert_hf_to_gguf.py (_set_vocab_sentencepiece first): tokenizer.model wins when present.
-  if (fs::is_regular_file(root / "tokenizer.model")) return add_hf_spm_tokenizer(dir, config, n_vocab, kvs);
+  if (hf_is_file(root / "tokenizer.model")) return add_hf_spm_tokenizer(dir, config, n_vocab, kvs);
   const std::string where = (root / "tokenizer.json").string();
-  if (!fs::is_regular_file(root / "tokenizer.json"))
+  if (!hf_is_file(root / "tokenizer.json"))
     fail(where, "missing; a Hugging Face model folder needs its tokenizer.json (or a SentencePiece tokenizer.model)");
   const json tok = read_json_file(where);
   if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) fail(where, "has no \"model\" object");
   const json& model = tok["model"];
-  if (type_of(model) != "BPE") fail(where, "model type '" + type_of(model) + "' is not supported (conveyor reads byte-level BPE)" + kHfConvertHint);
+  if (type_of(model, where) != "BPE") fail(where, "model type '" + type_of(model, where) + "' is not supported (conveyor reads byte-level BPE)" + kHfConvertHint);
   // The converter's LlamaHfVocab would take such a file through transformers, scoring every token
   // -1000, which loses the merge order; the SentencePiece vocabulary is in tokenizer.model.
-  if (model.value("byte_fallback", false))
+  if (json_bool(model, "byte_fallback", where).value_or(false))
     fail(where, "is a SentencePiece-style BPE (byte_fallback, as Llama 2 and Mistral ship) and the folder has no "
                 "tokenizer.model, the file conveyor reads such vocabularies from; add the model's tokenizer.model, or "
                 "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the GGUF");
   const json norm = tok.value("normalizer", json());
-  if (!norm.is_null() && type_of(norm) != "NFC") fail(where, "normalizer '" + type_of(norm) + "' is not supported" + kHfConvertHint);
+  if (!norm.is_null() && type_of(norm, where) != "NFC") fail(where, "normalizer '" + type_of(norm, where) + "' is not supported" + kHfConvertHint);
   const std::string pre = detect_pre(tok, where);
 
   std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
@@ -238,8 +249,8 @@ void add_hf_tokenizer(const std::string& dir, const json& config, int64_t n_voca
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("content") || !a["content"].is_string()) fail(where, "an added_tokens entry has no content");
     const std::string text = a["content"].get<std::string>();
-    const bool control = a.value("special", false) || hf_looks_special(text);
-    place(control ? text : replace_all(text, "\xE2\x96\x81", " "), a.value("id", json()), control ? 3 : 4);
+    const bool control = json_bool(a, "special", where).value_or(false) || hf_looks_special(text);
+    place(control ? text : spm_unescape_spaces(text), a.value("id", json()), control ? 3 : 4);
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (types[i] == 0) {  // an id nothing names (the config's vocab_size is larger): unused

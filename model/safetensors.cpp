@@ -1,6 +1,6 @@
 // safetensors reader: maps the file, checks the header length against the file, parses the JSON
-// header (bounded depth), and checks every tensor's dtype, shape and byte range against the data
-// section before any pointer into it is handed out.
+// header (bounded depth), and checks every tensor's dtype, shape, byte range and alignment against
+// the data section before any pointer into it is handed out.
 #include "model/safetensors.hpp"
 
 #include <fcntl.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "model/hf_json.hpp"
@@ -31,8 +32,9 @@ constexpr dtype_size kDtypes[] = {
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) { throw model_error(path + ": " + problem); }
 
+/// `data` is the data section, `data_offset` bytes into the file.
 safetensors_tensor read_entry(const std::string& name, const nlohmann::json& e, uint64_t data_size,
-                              const uint8_t* data, const std::string& path) {
+                              const uint8_t* data, uint64_t data_offset, const std::string& path) {
   const std::string ctx = "tensor '" + name + "'";
   if (!e.is_object()) fail(path, ctx + " header entry is not an object");
   const auto dt = e.find("dtype"), sh = e.find("shape"), off = e.find("data_offsets");
@@ -64,6 +66,12 @@ safetensors_tensor read_entry(const std::string& name, const nlohmann::json& e, 
   if (end - begin != nbytes)
     fail(path, ctx + " holds " + std::to_string(end - begin) + " bytes but its dtype and shape need " +
                    std::to_string(nbytes));
+  // The safetensors library pads the header to 8 bytes, so its tensors are aligned; anything
+  // else would be read through misaligned float pointers.
+  if (reinterpret_cast<uintptr_t>(data + begin) % elem != 0)
+    fail(path, ctx + " data at file offset " + std::to_string(data_offset + begin) + " is not aligned to its " +
+                   std::to_string(elem) + "-byte " + t.dtype +
+                   " elements (header length not a multiple of 8?); HINT: save the model again with the safetensors library");
   t.data = data + begin;
   t.nbytes = nbytes;
   return t;
@@ -95,7 +103,7 @@ std::vector<safetensors_tensor> parse_safetensors(const uint8_t* data, uint64_t 
   out.reserve(header.size());
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    out.push_back(read_entry(name, entry, body_size, body, path));
+    out.push_back(read_entry(name, entry, body_size, body, 8 + n, path));
   }
   return out;
 }
@@ -122,12 +130,6 @@ safetensors_file safetensors_file::open(const std::string& path) {
   f.map_ = std::shared_ptr<const void>(m, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   f.tensors_ = parse_safetensors(static_cast<const uint8_t*>(m), size, path);
   return f;
-}
-
-const safetensors_tensor* safetensors_file::find(std::string_view name) const {
-  for (const safetensors_tensor& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
 }
 
 } // namespace conveyor::model

@@ -1,7 +1,8 @@
 // Reads safetensors files (Hugging Face's weight format: a u64 header length, a JSON header
 // naming each tensor's dtype, shape and byte range, then the raw data) through mmap. Every size
 // in the header is checked against the file before use, so a corrupt file is a one-line
-// model_error "<path>: <problem>" and never an out-of-range read or a huge allocation.
+// model_error "<path>: <problem>" and never an out-of-range read, a misaligned typed read or a
+// huge allocation.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,9 @@ struct safetensors_tensor {
 /// Bytes per element of a safetensors dtype; 0 for a dtype this reader does not know.
 uint32_t safetensors_dtype_size(std::string_view dtype);
 
-/// Parses a whole safetensors image `data[0, size)`; the tensors point into it, sorted by name.
-/// Throws model_error("<path>: <problem>").
+/// Parses a whole safetensors image `data[0, size)`; the tensors point into it, sorted by name,
+/// each aligned to its element size (a tensor that is not, as when the header length is not a
+/// multiple of 8, is refused). Throws model_error("<path>: <problem>").
 std::vector<safetensors_tensor> parse_safetensors(const uint8_t* data, uint64_t size, const std::string& path);
 
 class safetensors_file {
@@ -34,8 +36,6 @@ public:
 
   const std::string& path() const { return path_; }
   const std::vector<safetensors_tensor>& tensors() const { return tensors_; }
-  /// nullptr when absent.
-  const safetensors_tensor* find(std::string_view name) const;
   /// Keeps the mapping (and so every tensor's data) alive after this object is gone.
   const std::shared_ptr<const void>& mapping() const { return map_; }
 

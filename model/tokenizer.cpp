@@ -65,20 +65,6 @@ std::string decode_token_text(std::string_view text) {
   return out;
 }
 
-/// SentencePiece: U+2581 (▁) stands for a space.
-std::string unescape_spaces(std::string_view text) {
-  std::string out;
-  for (size_t pos = 0; pos < text.size();) {
-    if (text.substr(pos, 3) == "\xE2\x96\x81") {
-      out += ' ';
-      pos += 3;
-    } else {
-      out += text[pos++];
-    }
-  }
-  return out;
-}
-
 std::string byte_token_piece(const std::string& text) {
   unsigned int b = 0;
   char tail = 0;
@@ -91,7 +77,7 @@ std::string byte_token_piece(const std::string& text) {
 } // namespace
 
 tokenizer::impl::impl(vocab_data v)
-    : vocab(named_tokens(std::move(v))), is_spm(vocab.model == "llama"), pre(checked_pre(vocab)), pretok(pre.kind) {
+    : vocab(named_tokens(std::move(v))), pre(checked_pre(vocab)), pretok(pre.kind) {
   const size_t n = vocab.tokens.size();
   if (n == 0) throw tokenizer_error("tokenizer.ggml.tokens is empty");
   if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
@@ -109,7 +95,7 @@ tokenizer::impl::impl(vocab_data v)
   }
   if (vocab.add_bos && vocab.bos < 0) throw tokenizer_error("add_bos_token is set but there is no bos_token_id");
   if (vocab.add_eos && vocab.eos < 0) throw tokenizer_error("add_eos_token is set but there is no eos_token_id");
-  if (is_spm) {
+  if (vocab.model == "llama") {
     if (vocab.scores.size() < n && !vocab.scores.empty()) {  // more is fine, as in llama.cpp
       throw tokenizer_error("tokenizer.ggml.scores has " + std::to_string(vocab.scores.size()) +
                             " entries but tokenizer.ggml.tokens has " + std::to_string(n));
@@ -136,7 +122,7 @@ tokenizer::impl::impl(vocab_data v)
   for (size_t i = 0; i < n; ++i) {
     const std::string& text = vocab.tokens[i];
     switch (kinds[i]) {
-    case token_kind::normal: pieces[i] = is_spm ? unescape_spaces(text) : decode_token_text(text); break;
+    case token_kind::normal: pieces[i] = spm ? spm_unescape_spaces(text) : decode_token_text(text); break;
     case token_kind::byte: pieces[i] = byte_token_piece(text); break;
     case token_kind::unknown:
     case token_kind::control:

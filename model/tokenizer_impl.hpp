@@ -19,11 +19,10 @@ struct tokenizer::impl {
   explicit impl(vocab_data v);
 
   vocab_data vocab;
-  bool is_spm;                  ///< tokenizer.ggml.model "llama"
   pre_config pre;               ///< SentencePiece: pre_kind::none, no clean_spaces
   pretokenizer pretok;
   std::optional<bpe_model> bpe;  ///< byte-level BPE only
-  std::optional<spm_model> spm;  ///< SentencePiece only
+  std::optional<spm_model> spm;  ///< SentencePiece only (tokenizer.ggml.model "llama")
   std::vector<token_kind> kinds;     ///< per id (end/FIM texts made control, as llama.cpp does)
   std::vector<std::string> pieces;   ///< per id: decoded bytes (normal/byte) or literal text
   std::vector<token_id> specials;    ///< control, user_defined and unknown ids, longest text first

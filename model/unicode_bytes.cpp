@@ -155,4 +155,13 @@ int unicode_to_byte(uint32_t cpt) {
   return cpt < m.from_cpt.size() ? m.from_cpt[cpt] : -1;
 }
 
+std::string spm_unescape_spaces(std::string_view text) {
+  constexpr std::string_view space = "\xE2\x96\x81";
+  std::string out;
+  size_t pos = 0;
+  for (size_t at; (at = text.find(space, pos)) != std::string_view::npos; pos = at + space.size())
+    out.append(text, pos, at - pos).append(" ");
+  return out.append(text, pos);
+}
+
 } // namespace conveyor::model

@@ -1,4 +1,5 @@
-// UTF-8 helpers and the GPT-2 byte<->unicode map (model-format.md §5.3) used by the byte-level BPE.
+// UTF-8 helpers and the GPT-2 byte<->unicode map (model-format.md §5.3) used by the byte-level BPE,
+// and SentencePiece's U+2581 space.
 // Pure functions, no tables outside this file. Invalid UTF-8 is never an error here: callers pick
 // the policy (sanitize to U+FFFD before the regex split; pass through when streaming out).
 #pragma once
@@ -40,5 +41,8 @@ void append_byte_encoded(std::string& out, std::string_view raw);
 
 /// Inverse map: the byte for code point `cpt`, or -1 when `cpt` stands for no byte.
 int unicode_to_byte(uint32_t cpt);
+
+/// SentencePiece's space: `text` with every U+2581 (▁) replaced by ' '.
+std::string spm_unescape_spaces(std::string_view text);
 
 } // namespace conveyor::model

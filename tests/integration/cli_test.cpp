@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
   for (const auto& p : {text, tiny, truncated, other_arch, odd_type}) std::filesystem::remove(p);
 }
 
-BOOST_AUTO_TEST_CASE(generate_refuses_a_corrupt_tokenizer_model_with_exit_code_2) {
+BOOST_AUTO_TEST_CASE(hf_folder_problems_exit_with_code_2) {
   // A Mistral-style Hugging Face folder whose tokenizer.model is no SentencePiece model. The
   // tokenizer is read before any weight is copied, so one embedding tensor gets the folder there.
   const std::filesystem::path dir = temp_file("spm-folder");
@@ -116,6 +116,15 @@ BOOST_AUTO_TEST_CASE(generate_refuses_a_corrupt_tokenizer_model_with_exit_code_2
   std::ofstream(dir / "model.safetensors", std::ios::binary) << st << header << std::string(128, '\0');
   std::ofstream(dir / "tokenizer.model", std::ios::binary) << "not a SentencePiece model \xFF\xFF";
   expect_error("generate --model " + dir.string() + " --prompt hi", "tokenizer.model: is not a SentencePiece model");
+  // A field of the wrong type and a file stat() cannot look at (a symlink loop, which bites root
+  // too) were uncaught nlohmann/std::filesystem exceptions: "internal error", exit 1.
+  std::filesystem::remove(dir / "tokenizer.model");
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": 5}})";
+  for (const char* cmd : {"generate --prompt hi", "serve"})
+    expect_error(std::string(cmd) + " --model " + dir.string(), "'type' is a number, expected a string");
+  std::filesystem::remove(dir / "tokenizer.json");
+  std::filesystem::create_symlink("tokenizer.json", dir / "tokenizer.json");
+  expect_error("generate --prompt hi --model " + dir.string(), "tokenizer.json: cannot access");
   std::filesystem::remove_all(dir);
 }
 

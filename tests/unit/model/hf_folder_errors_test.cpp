@@ -3,6 +3,9 @@
 // tools/make_arch_models.py; malformed safetensors files are written by the test itself.
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -36,10 +39,18 @@ void expect_error(const std::string& dir, std::initializer_list<std::string> par
 
 std::string fresh(const std::string& name, const char* from = "qwen2.hf-f32") { return t::copy_arch_folder(from, name); }
 
-void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
-  nlohmann::json c = t::read_json(dir + "/config.json");
+void edit_json(const std::string& path, const std::function<void(nlohmann::json&)>& f) {
+  nlohmann::json c = t::read_json(path);
   f(c);
-  t::write_json(dir + "/config.json", c);
+  t::write_json(path, c);
+}
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& f) { edit_json(dir + "/config.json", f); }
+
+/// Replaces `path` with a symlink to itself: stat() fails with ELOOP, even for root.
+void make_symlink_loop(const std::string& path) {
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink(std::filesystem::path(path).filename(), path);
 }
 
 /// Rewrites the folder's model.safetensors with `f` applied to its tensors.
@@ -239,6 +250,110 @@ BOOST_AUTO_TEST_CASE(corrupt_tokenizer_model) {
   }
   std::filesystem::remove(dir + "/tokenizer.model");
   expect_error<tokenizer_error>(dir, {"tokenizer.json", "missing", "tokenizer.model"});
+}
+
+BOOST_AUTO_TEST_CASE(json_fields_of_the_wrong_type_are_one_line) {
+  // nlohmann's value()/get<>() threw type_error for these, which the CLI reported as an internal
+  // error (exit 1). A null reads as absent, as the converter's dict.get() does.
+  struct edit_case {
+    const char* folder;
+    const char* file;
+    std::function<void(nlohmann::json&)> edit;
+    std::string want;  ///< "" when the folder opens
+  };
+  const auto pretok = [](nlohmann::json& j) -> nlohmann::json& { return j["pre_tokenizer"]["pretokenizers"][1]; };
+  const std::vector<edit_case> cases{
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["pre_tokenizer"]["type"] = 5; }, "'type' is a number, expected a string"},
+      {"qwen2.hf-f32", "tokenizer.json", [&](auto& j) { pretok(j)["add_prefix_space"] = nullptr; }, ""},
+      {"qwen2.hf-f32", "tokenizer.json", [&](auto& j) { pretok(j)["use_regex"] = "no"; }, "'use_regex' is a string, expected true or false"},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = 1; }, "'behavior' is a number"},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["model"]["byte_fallback"] = nullptr; }, ""},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["model"]["byte_fallback"] = 0; }, "'byte_fallback' is a number"},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["added_tokens"][0]["special"] = nullptr; }, ""},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["added_tokens"][0]["special"] = "yes"; }, "'special' is a string"},
+      {"qwen2.hf-f32", "tokenizer.json", [](auto& j) { j["post_processor"] = {{"type", nullptr}}; }, ""},
+      {"qwen2.hf-f32", "tokenizer_config.json", [](auto& j) { j["chat_template"] = {{{"name", 5}, {"template", "x"}}}; }, ""},
+      {"mistral.hf-f32", "tokenizer_config.json",
+       [](auto& j) { j["added_tokens_decoder"] = {{"300", {{"content", "<x>"}, {"special", nullptr}}}}; }, ""},
+      {"mistral.hf-f32", "tokenizer_config.json",
+       [](auto& j) { j["added_tokens_decoder"] = {{"300", {{"content", "<x>"}, {"special", 1}}}}; }, "'special' is a number"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const edit_case& c = cases[i];
+    BOOST_TEST_CONTEXT("case " << i << ": " << c.file << " -> " << c.want) {
+      const std::string dir = fresh("wrong_type_" + std::to_string(i), c.folder);
+      edit_json(dir + "/" + c.file, c.edit);
+      if (c.want.empty()) BOOST_CHECK_NO_THROW((void)open_model(dir));
+      else expect_error<model_error>(dir, {c.file, c.want});
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(files_that_cannot_be_looked_at_are_one_line) {
+  // std::filesystem's throwing calls escaped as filesystem_error (exit 1). A symlink loop makes
+  // stat() fail (ELOOP) for root too; permissions are checked below only when they bite.
+  const std::vector<std::pair<const char*, const char*>> cases{
+      {"qwen2.hf-f32", "config.json"},          {"qwen2.hf-f32", "tokenizer.json"},
+      {"qwen2.hf-f32", "model.safetensors"},    {"qwen2.hf-f32", "model.safetensors.index.json"},
+      {"qwen2.hf-f32", "chat_template.jinja"},  {"qwen2.hf-f32", "tokenizer_config.json"},
+      {"mistral.hf-f32", "tokenizer.model"},    {"mistral.hf-f32", "added_tokens.json"},
+      {"mistral.hf-f32", "tokenizer.json"},
+  };
+  for (const auto& [folder, file] : cases) {
+    BOOST_TEST_CONTEXT(folder << "/" << file) {
+      const std::string dir = fresh(std::string("loop_") + folder + "_" + file, folder);
+      if (std::string(file) == "chat_template.jinja") edit_json(dir + "/tokenizer_config.json", [](auto& j) { j.erase("chat_template"); });
+      make_symlink_loop(dir + "/" + file);
+      expect_error<model_error>(dir, {file, "cannot access"});
+    }
+  }
+  if (::geteuid() == 0) return;  // root reads a mode-000 file or folder anyway: nothing to refuse
+  const std::string unreadable = fresh("unreadable_file");
+  std::filesystem::permissions(unreadable + "/tokenizer.json", std::filesystem::perms::none);
+  expect_error<model_error>(unreadable, {"tokenizer.json", "cannot open"});
+  const std::string closed = fresh("unsearchable_folder");
+  std::filesystem::permissions(closed, std::filesystem::perms::owner_read);
+  expect_error<model_error>(closed, {"config.json", "cannot access"});
+  std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+}
+
+BOOST_AUTO_TEST_CASE(vocab_size_is_checked_against_the_embedding_before_the_tokenizer) {
+  // A typo used to build 1e9 token strings (~32 GiB) before the shape check.
+  const std::string dir = fresh("vocab_typo");
+  edit_config(dir, [](auto& c) { c["vocab_size"] = 1000000000; });
+  const auto start = std::chrono::steady_clock::now();
+  expect_error<model_error>(dir, {"model.embed_tokens.weight", "config.json implies [1000000000, 64]"});
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  BOOST_TEST(took.count() < 2.0, took.count() << " s");
+}
+
+BOOST_AUTO_TEST_CASE(misaligned_tensor_data_is_refused) {
+  // The safetensors library pads the header to 8 bytes; a header of 8k+2 bytes leaves every F32
+  // tensor on a 2-byte boundary, which would be read through float pointers.
+  const std::string dir = fresh("misaligned");
+  const std::string st = dir + "/model.safetensors";
+  const std::string good = t::read_bytes(st);
+  uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  const uint64_t odd = n + 2;
+  std::string bad(8, '\0');
+  std::memcpy(bad.data(), &odd, 8);
+  t::write_bytes(st, bad + good.substr(8, n) + "  " + good.substr(8 + n));
+  expect_error<model_error>(dir, {"model.safetensors", "not aligned to its 4-byte F32 elements"});
+  // An aligned header, and an F16 tensor at an odd offset.
+  const nlohmann::json h = {{"a", {{"dtype", "U8"}, {"shape", {1}}, {"data_offsets", {0, 1}}}},
+                            {"b", {{"dtype", "F16"}, {"shape", {1}}, {"data_offsets", {1, 3}}}}};
+  t::write_st_raw(st, h, std::string(3, '\0'));
+  expect_error<model_error>(dir, {"tensor 'b'", "not aligned to its 2-byte F16 elements"});
+}
+
+BOOST_AUTO_TEST_CASE(special_id_outside_the_vocabulary_falls_back_to_config_json) {
+  // gguf-py's SpecialVocab skips tokenizer_config.json's out-of-range id, then takes config.json's.
+  const std::string dir = fresh("special_fallback", "mistral.hf-f32");
+  t::write_json(dir + "/tokenizer.json", {{"added_tokens", {{{"id", 99999}, {"content", "<big>"}}}}});
+  edit_json(dir + "/tokenizer_config.json", [](auto& j) { j["eos_token"] = "<big>"; });
+  edit_config(dir, [](auto& c) { c["eos_token_id"] = 5; });
+  BOOST_TEST(open_model(dir).get_int("tokenizer.ggml.eos_token_id").value() == 5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
