@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -318,13 +317,11 @@ BOOST_AUTO_TEST_CASE(files_that_cannot_be_looked_at_are_one_line) {
 }
 
 BOOST_AUTO_TEST_CASE(vocab_size_is_checked_against_the_embedding_before_the_tokenizer) {
-  // A typo used to build 1e9 token strings (~32 GiB) before the shape check.
+  // A typo used to build 1e9 token strings (~32 GiB, bad_alloc or the OOM killer) before the
+  // shape check; now the embedding's shape is checked first.
   const std::string dir = fresh("vocab_typo");
   edit_config(dir, [](auto& c) { c["vocab_size"] = 1000000000; });
-  const auto start = std::chrono::steady_clock::now();
   expect_error<model_error>(dir, {"model.embed_tokens.weight", "config.json implies [1000000000, 64]"});
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  BOOST_TEST(took.count() < 2.0, took.count() << " s");
 }
 
 BOOST_AUTO_TEST_CASE(misaligned_tensor_data_is_refused) {
