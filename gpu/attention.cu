@@ -5,10 +5,13 @@
 // Long decodes split the context (grid z, flash-decoding): each split writes an unnormalized
 // partial (O, m, l) and a combine kernel merges them. Arithmetic is on CUDA cores in f32 from
 // bf16 K/V; a tensor-core (mma) version is the next step for long prefills (docs/gpu.md).
+// K/V loads are pipelined: tile i+1's global loads go into registers before tile i's arithmetic
+// and are stored into the other of two shared-memory stages after it (register prefetch, every
+// arch), so a tile costs two barriers and its loads overlap the previous tile's arithmetic.
 //
 //   grid (n_tiles, n_kv, n_splits), 128 threads; shared memory:
-//     v_s (32, hd) bf16 | k_s (32, hd + 2) bf16 (padded: conflict-free column reads)
-//     q_s (R, hd) f32 | o_s (R, hd) f32 | s_s (R, 32) f32 | m_s, l_s, a_s (R) f32
+//     v_s (2, 32, hd) bf16 | k_s (2, 32, hd + 2) bf16 (two stages; K padded: conflict-free column reads)
+//     q_s (R, hd) bf16 | o_s (R, hd) f32 | s_s (R, 32) f32 | m_s, l_s, a_s (R) f32
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -22,6 +25,8 @@ namespace {
 
 constexpr int kKeys = 32;  // keys per tile: one per lane in the softmax step
 constexpr int kThreads = 128;
+constexpr int kMaxHeadDim = 256;                                // cuda_executor's limit
+constexpr int kPrefetch = kKeys * (kMaxHeadDim / 8) / kThreads;  // 16-byte K and V pieces per thread
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -59,11 +64,11 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
     return;
   }
 
-  bf16* v_s = reinterpret_cast<bf16*>(smem);
-  bf16* k_s = v_s + kKeys * hd;
   const int k_stride = hd + 2;
-  float* q_s = reinterpret_cast<float*>(k_s + kKeys * k_stride);
-  float* o_s = q_s + R * hd;
+  bf16* v_s = reinterpret_cast<bf16*>(smem);  // stage st at v_s + st * kKeys * hd
+  bf16* k_s = v_s + 2 * kKeys * hd;           // stage st at k_s + st * kKeys * k_stride
+  bf16* q_s = k_s + 2 * kKeys * k_stride;     // bf16 as in global memory: widening it is exact
+  float* o_s = reinterpret_cast<float*>(q_s + R * hd);
   float* s_s = o_s + R * hd;
   float* m_s = s_s + R * kKeys;
   float* l_s = m_s + R;
@@ -71,46 +76,66 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
 
   for (int i = tid; i < R * hd; i += kThreads) {
     const int r = i / hd, d = i % hd;
-    q_s[i] = __bfloat162float(q[row_out(r) * hd + d]);
+    q_s[i] = q[row_out(r) * hd + d];
     o_s[i] = 0.0f;
   }
   for (int r = tid; r < R; r += kThreads) {
     m_s[r] = -INFINITY;
     l_s[r] = 0.0f;
   }
-  const int chunks = hd / 8;  // 16-byte pieces of one key or value row
-  for (int k0 = begin; k0 < end; k0 += kKeys) {
-    __syncthreads();  // the previous tile's readers are done with k_s, v_s, s_s
-    for (int c = tid; c < kKeys * chunks; c += kThreads) {
-      const int j = c / chunks, part = c % chunks, p = k0 + j;
-      uint4 kk = make_uint4(0, 0, 0, 0), vv = kk;
-      if (p < end) {
+  // One K/V tile is kKeys x chunks 16-byte pieces; thread tid holds pieces tid + u * kThreads.
+  const int chunks = hd / 8;
+  uint4 k_reg[kPrefetch], v_reg[kPrefetch];
+  auto load_tile = [&](int k0) {  // global -> registers; positions past `end` read as zeros
+    for (int u = 0; u < kPrefetch; ++u) {
+      const int c = tid + u * kThreads, j = c / chunks, part = c % chunks, p = k0 + j;
+      k_reg[u] = make_uint4(0, 0, 0, 0), v_reg[u] = k_reg[u];
+      if (j < kKeys && p < end) {
         const int64_t blk = table[p / s.block_size];
         const int64_t off = ((blk * s.n_kv + g) * s.block_size + p % s.block_size) * hd + part * 8;
-        kk = *reinterpret_cast<const uint4*>(k_cache + off);
-        vv = *reinterpret_cast<const uint4*>(v_cache + off);
+        k_reg[u] = *reinterpret_cast<const uint4*>(k_cache + off);
+        v_reg[u] = *reinterpret_cast<const uint4*>(v_cache + off);
       }
-      uint32_t* kd = reinterpret_cast<uint32_t*>(k_s + j * k_stride + part * 8);
-      kd[0] = kk.x, kd[1] = kk.y, kd[2] = kk.z, kd[3] = kk.w;
-      *reinterpret_cast<uint4*>(v_s + j * hd + part * 8) = vv;
     }
+  };
+  auto store_tile = [&](int stage) {  // registers -> shared-memory stage
+    for (int u = 0; u < kPrefetch; ++u) {
+      const int c = tid + u * kThreads, j = c / chunks, part = c % chunks;
+      if (j < kKeys) {
+        uint32_t* kd = reinterpret_cast<uint32_t*>(k_s + (stage * kKeys + j) * k_stride + part * 8);
+        kd[0] = k_reg[u].x, kd[1] = k_reg[u].y, kd[2] = k_reg[u].z, kd[3] = k_reg[u].w;
+        *reinterpret_cast<uint4*>(v_s + (stage * kKeys + j) * hd + part * 8) = v_reg[u];
+      }
+    }
+  };
+  load_tile(begin);
+  store_tile(0);
+  int stage = 0;
+  for (int k0 = begin; k0 < end; k0 += kKeys, stage ^= 1) {
+    const bool more = k0 + kKeys < end;
+    if (more) load_tile(k0 + kKeys);  // in flight during this tile's arithmetic
+    // Stage `stage` is stored, and the previous tile's P.V is done with s_s and a_s (and with
+    // the other stage, which is refilled below after this tile's P.V: two barriers later).
     __syncthreads();
+    const bf16* kt = k_s + stage * kKeys * k_stride;
+    const bf16* vt = v_s + stage * kKeys * hd;
     for (int i = tid; i < R * kKeys; i += kThreads) {
       const int r = i / kKeys, j = i % kKeys, p = k0 + j;
       float sc = -INFINITY;
       if (p < end && p <= p0 + r / G) {
-        const float* qr = q_s + r * hd;
-        const __nv_bfloat162* kr = reinterpret_cast<const __nv_bfloat162*>(k_s + j * k_stride);
+        const __nv_bfloat162* qr = reinterpret_cast<const __nv_bfloat162*>(q_s + r * hd);
+        const __nv_bfloat162* kr = reinterpret_cast<const __nv_bfloat162*>(kt + j * k_stride);
         float acc = 0.0f;
         for (int d2 = 0; d2 < hd / 2; ++d2) {
-          const float2 kf = __bfloat1622float2(kr[d2]);
-          acc += qr[2 * d2] * kf.x + qr[2 * d2 + 1] * kf.y;
+          const float2 kf = __bfloat1622float2(kr[d2]), qf = __bfloat1622float2(qr[d2]);
+          acc += qf.x * kf.x + qf.y * kf.y;
         }
         sc = acc * scale;
       }
       s_s[i] = sc;
     }
-    __syncthreads();
+    // No barrier: thread (warp, lane) scored exactly the s_s entries it reads below (rows warp +
+    // 4k, key lane: kKeys is the warp size and kThreads a multiple of it).
     const int warp = tid / 32, lane = tid % 32;
     for (int r = warp; r < R; r += kThreads / 32) {
       const float sc = s_s[r * kKeys + lane];
@@ -132,13 +157,14 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
       float2 acc = make_float2(o_s[r * hd + 2 * d2] * alpha, o_s[r * hd + 2 * d2 + 1] * alpha);
       const float* pr = s_s + r * kKeys;
       for (int j = 0; j < kKeys; ++j) {
-        const float2 vf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v_s + j * hd + 2 * d2));
+        const float2 vf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vt + j * hd + 2 * d2));
         acc.x += pr[j] * vf.x;
         acc.y += pr[j] * vf.y;
       }
       o_s[r * hd + 2 * d2] = acc.x;
       o_s[r * hd + 2 * d2 + 1] = acc.y;
     }
+    if (more) store_tile(stage ^ 1);
   }
   __syncthreads();
   for (int i = tid; i < R * hd; i += kThreads) {
@@ -193,9 +219,11 @@ int max_optin_smem() {
 
 } // namespace
 
+// Llama-3-8B (hd 128, 64 rows): 33,024 B of K/V stages + 58,112 B of rows = 91,136 B; hd 256,
+// 32 rows: 65,792 + 53,632 = 119,424 B (docs/gpu.md §4).
 size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim) {
-  return static_cast<size_t>(kKeys) * head_dim * 2 + static_cast<size_t>(kKeys) * (head_dim + 2) * 2 +
-         (2 * static_cast<size_t>(rows) * head_dim + static_cast<size_t>(rows) * kKeys + 3 * static_cast<size_t>(rows)) * 4;
+  const size_t r = static_cast<size_t>(rows), hd = static_cast<size_t>(head_dim);
+  return 2 * (kKeys * hd * 2 + kKeys * (hd + 2) * 2) + r * hd * 2 + (r * hd + r * kKeys + 3 * r) * 4;
 }
 
 // Napkin math. Decode (Llama-3-8B, context L per sequence): every step reads all cached K/V,
@@ -209,6 +237,9 @@ void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cac
                             int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
                             const attn_split& split, cudaStream_t stream) {
   if (T <= 0 || n_tiles <= 0) return;
+  if (s.head_dim % 8 != 0 || s.head_dim > kMaxHeadDim)  // the kernel's 16-byte pieces and prefetch registers
+    throw std::runtime_error("paged attention: head_dim " + std::to_string(s.head_dim) +
+                             " is not a multiple of 8 up to " + std::to_string(kMaxHeadDim));
   const size_t smem = paged_attention_smem_bytes(max_tile_rows, s.head_dim);
   if (smem > static_cast<size_t>(max_optin_smem()))
     throw std::runtime_error("paged attention: " + std::to_string(max_tile_rows) + " rows of head_dim " +

@@ -79,9 +79,9 @@ MUTANTS: list[Mutant] = [
            "the K/V write computes the slot in the block as if blocks held 16 positions"),
     # --- missing barriers ------------------------------------------------------------------------
     Mutant("attn_no_barrier_after_tile_load", "gpu/attention.cu",
-           "      *reinterpret_cast<uint4*>(v_s + j * hd + part * 8) = vv;\n    }\n    __syncthreads();\n",
-           "      *reinterpret_cast<uint4*>(v_s + j * hd + part * 8) = vv;\n    }\n",
-           "attention: no __syncthreads between loading a K/V tile into shared memory and the scores"),
+           "two barriers later).\n    __syncthreads();\n",
+           "two barriers later).\n",
+           "attention: no __syncthreads between storing a K/V tile into shared memory and the scores"),
     Mutant("attn_no_barrier_before_pv", "gpu/attention.cu",
            "    __syncthreads();\n    for (int i = tid; i < R * (hd / 2); i += kThreads) {\n",
            "    for (int i = tid; i < R * (hd / 2); i += kThreads) {\n",
@@ -238,6 +238,21 @@ MUTANTS: list[Mutant] = [
            "l_s[r] = l_s[r] * alpha + sum;",
            "l_s[r] = l_s[r] + sum;",
            "online softmax: the running sum is not rescaled when the running max grows"),
+    # --- attention's K/V pipeline (two shared-memory stages, register prefetch) ------------------
+    Mutant("attn_next_tile_into_computing_stage", "gpu/attention.cu",
+           "    if (more) store_tile(stage ^ 1);\n",
+           "    if (more) store_tile(stage);\n",
+           "attention pipeline: the prefetched tile is stored into the stage being computed on, "
+           "and the next tile computes on the stale stage"),
+    Mutant("attn_stage_refilled_before_barrier", "gpu/attention.cu",
+           "    if (more) load_tile(k0 + kKeys);  // in flight during this tile's arithmetic\n",
+           "    if (more) load_tile(k0 + kKeys), store_tile(stage ^ 1);\n",
+           "attention pipeline: the other stage is refilled before the barrier, while the previous "
+           "tile's P.V may still read it"),
+    Mutant("attn_no_barrier_before_epilogue", "gpu/attention.cu",
+           "    if (more) store_tile(stage ^ 1);\n  }\n  __syncthreads();\n",
+           "    if (more) store_tile(stage ^ 1);\n  }\n",
+           "attention: no __syncthreads between the last tile's P.V and the output written from o_s"),
     # --- MLP -------------------------------------------------------------------------------------
     Mutant("swiglu_gate_up_swapped", "gpu/swiglu.cu",
            "__floats2bfloat162_rn(silu_mul(g.x, u.x), silu_mul(g.y, u.y));",
