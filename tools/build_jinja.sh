@@ -84,18 +84,10 @@ if command -v flock >/dev/null; then
     exit 0
   fi
 fi
-rm -rf "$work" && mkdir -p "$work/shim"
-: >"$log"
-keep_work=0
-cleanup() { if [[ $keep_work == 0 ]]; then rm -rf "$work"; fi; }
-trap cleanup EXIT
-fail_build() {
-  keep_work=1
-  echo "----- last 40 lines of $log -----" >&2
-  tail -n 40 "$log" >&2 || true
-  echo "---------------------------------" >&2
-  die "$1 (full log: $log)"
-}
+# shellcheck source=tools/build_workdir.sh
+source "$(dirname "$0")/build_workdir.sh"
+begin_workdir "$work" "$log"
+mkdir -p "$work/shim"
 
 # json.cpp wants GGML_ASSERT from ggml.h (for nlohmann's JSON_ASSERT) and nothing else from ggml.
 cat >"$work/shim/ggml.h" <<'EOF'

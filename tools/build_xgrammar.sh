@@ -114,18 +114,9 @@ if command -v flock >/dev/null; then
     exit 0
   fi
 fi
-rm -rf "$work" && mkdir -p "$work"
-: >"$log"
-keep_work=0
-cleanup() { if [[ $keep_work == 0 ]]; then rm -rf "$work"; fi; }
-trap cleanup EXIT
-fail_build() {
-  keep_work=1
-  echo "----- last 40 lines of $log -----" >&2
-  tail -n 40 "$log" >&2 || true
-  echo "---------------------------------" >&2
-  die "$1 (full log: $log)"
-}
+# shellcheck source=tools/build_workdir.sh
+source "$(dirname "$0")/build_workdir.sh"
+begin_workdir "$work" "$log"
 
 tar -xzf "$sdist" -C "$work"
 src=$work/xgrammar-$version

@@ -23,7 +23,6 @@ on: GQA, untied and tied heads, QKV bias (qwen2), per-head q/k RMSNorm with a he
 hidden/heads (qwen3), Llama 3 RoPE frequency factors, NEOX pairing, SentencePiece vocabulary (mistral).
 """
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import gguf
 import numpy as np
 
 from arch_hf import rounded, write_hf  # tools/arch_hf.py
+from fetch_model import sha256  # tools/fetch_model.py
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -293,14 +293,6 @@ def write_gguf(path, a, weights, voc, dtype):
 
 
 DTYPES = ("f32", "f16", "bf16")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def main():
