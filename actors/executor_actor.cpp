@@ -5,15 +5,26 @@
 namespace conveyor::actors {
 namespace {
 
+template <class F>
+auto guarded(F&& f) -> caf::result<decltype(f())> {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string("executor failed: ") + e.what());
+  }
+}
+
 executor_actor::behavior_type executor_impl(executor_actor::pointer, std::shared_ptr<executor> ex) {
   return {
-      [ex](x_step_atom, const step_plan& plan) -> caf::result<step_result> {
-        try {
-          return ex->step(plan);
-        } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, std::string("executor failed: ") + e.what());
-        }
+      [ex](x_step_atom, const step_plan& plan) -> caf::result<step_result> { return guarded([&] { return ex->step(plan); }); },
+      [ex](x_submit_atom, const step_plan& plan) -> caf::result<uint64_t> {
+        return guarded([&] {
+          ex->submit(plan);
+          return plan.step_id;
+        });
       },
+      // Blocks this (detached) actor's thread until the device is done with the oldest step.
+      [ex](x_collect_atom) -> caf::result<step_result> { return guarded([&] { return ex->collect(); }); },
   };
 }
 

@@ -33,6 +33,8 @@ using s_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
 using s_drain_atom = caf::atom_constant<caf::atom("s_drain")>;
 using s_drained_atom = caf::atom_constant<caf::atom("s_drainend")>;
 using x_step_atom = caf::atom_constant<caf::atom("x_step")>;
+using x_submit_atom = caf::atom_constant<caf::atom("x_submit")>;
+using x_collect_atom = caf::atom_constant<caf::atom("x_collect")>;
 using p_event_atom = caf::atom_constant<caf::atom("p_event")>;
 using p_fetch_atom = caf::atom_constant<caf::atom("p_fetch")>;
 using p_tick_atom = caf::atom_constant<caf::atom("p_tick")>;
@@ -46,7 +48,12 @@ using s_journal_atom = caf::atom_constant<caf::atom("s_journal")>;
 using executor_actor = caf::typed_actor<
     // scheduler -> executor: run one fused step; replies with its result, or an error when the
     // device failed (the scheduler then fails every live job and the runtime exits non-zero).
-    caf::replies_to<x_step_atom, step_plan>::with<step_result>>;
+    caf::replies_to<x_step_atom, step_plan>::with<step_result>,
+    // Pipelined steps (async scheduling, engine/executor.hpp): start a step (replies with its
+    // step id once it is queued on the device) ...
+    caf::replies_to<x_submit_atom, step_plan>::with<uint64_t>,
+    // ... and wait for the oldest one started and not yet collected.
+    caf::replies_to<x_collect_atom>::with<step_result>>;
 
 /// The publisher actor: detached, owns the PUB socket, the retention buffer `fetch` reads and,
 /// when on, the job journal (write-ahead: an event goes out only once committed; the events

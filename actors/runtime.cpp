@@ -57,6 +57,7 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   sc.sched = o.sched;
   sc.cache = o.cache;
   sc.num_kv_blocks = ex->info().num_kv_blocks;
+  sc.pipelined = o.sched.async_scheduling && ex->info().async_steps;
   sc.trace = trace_;
   sc.restored_finished = std::move(plan.finished);
   for (const auto& r : plan.resumed) sc.restored_unfinished.push_back(r.job.id);

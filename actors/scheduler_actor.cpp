@@ -14,7 +14,11 @@ struct scheduler_state {
   executor_actor executor;
   runtime_control* control = nullptr;
   std::unordered_map<seq_id, request_actor> handles;  // live jobs' request actors
-  bool step_in_flight = false, tick_armed = false;
+  // Steps sent to the executor whose results are not applied yet (at most 1, or 2 pipelined);
+  // a collect request outstanding; planning paused while the journal stores first runs; an
+  // executor failure seen (no more steps).
+  int32_t submitted = 0;
+  bool pipelined = false, collecting = false, planning_blocked = false, failed = false, tick_armed = false;
   std::vector<caf::response_promise> drain_waiters;
   std::shared_ptr<trace_writer> trace;  // null: tracing off
   std::optional<publisher_actor> journal;  // the journal is on: mark first runs through it
@@ -57,65 +61,109 @@ void deliver(self_ptr self) {
   maybe_finish_drain(self);
 }
 
-void run_step(self_ptr self, step_plan plan);
+void submit_step(self_ptr self, step_plan plan);
+void ensure_collect(self_ptr self);
 
 void fail_all(self_ptr self, const std::string& why) {
+  self->state.failed = true;
   self->state.jobs->fail_all(why, now_s());
   deliver(self);
   self->state.control->request_stop(1, why);
 }
 
+void step_failed(self_ptr self, const caf::error& e) {
+  if (self->state.trace) self->state.trace->end_step(now_s());
+  if (!self->state.failed) fail_all(self, self->system().render(e));
+}
+
 // One iteration: plan, then (if there is work) one executor step whose result re-enters here.
+// Pipelined, the plan is made while the step before still runs (at most one result pending):
+//   submit A, plan + submit B, collect A -> update, plan + submit C, collect B -> update, ...
+// so the device always has the next step queued; results are applied in plan order.
 void iterate(self_ptr self) {
   auto& st = self->state;
-  if (st.step_in_flight) return;
+  if (st.failed || st.planning_blocked) return;
+  if (st.submitted >= (st.pipelined ? 2 : 1)) return ensure_collect(self);
   step_plan plan = st.jobs->schedule(now_s());
   deliver(self);
   if (plan.seqs.empty()) {
     // Waiting jobs that cannot run yet (deadlines pending, nothing admissible): look again soon.
-    if (st.jobs->has_unfinished() && !st.tick_armed) {
+    if (st.submitted == 0 && st.jobs->has_unfinished() && !st.tick_armed) {
       st.tick_armed = true;
       self->delayed_send(self, std::chrono::milliseconds(5), s_tick_atom::value);
     }
-    return;
+    return ensure_collect(self);  // pipelined: nothing to queue behind the step in flight
   }
-  st.step_in_flight = true;
   std::vector<std::string> first_runs = st.jobs->take_first_scheduled();
   if (st.journal && !first_runs.empty()) {
     // Stored before the step that runs them: a job that crashes the server is known at restart.
+    st.planning_blocked = true;
+    ensure_collect(self);  // a step in flight is collected meanwhile
     self->request(*st.journal, caf::infinite, p_running_atom::value, std::move(first_runs))
-        .then([self, plan = std::move(plan)]() mutable { run_step(self, std::move(plan)); },
+        .then(
+            [self, plan = std::move(plan)]() mutable {
+              self->state.planning_blocked = false;
+              if (!self->state.failed) submit_step(self, std::move(plan));
+            },
+            [self](caf::error& e) {
+              self->state.planning_blocked = false;
+              if (!self->state.failed) fail_all(self, "journal unavailable: " + self->system().render(e));
+            });
+    return;
+  }
+  submit_step(self, std::move(plan));
+}
+
+void apply_result(self_ptr self, step_result& r) {
+  auto& st = self->state;
+  --st.submitted;
+  if (st.trace) st.trace->end_step(now_s());
+  if (st.failed) return;
+  st.jobs->update(r, now_s());
+  if (st.waiting_gauge) st.waiting_gauge->store(st.jobs->sched().stats().num_waiting);
+  deliver(self);
+  iterate(self);
+}
+
+void submit_step(self_ptr self, step_plan plan) {
+  auto& st = self->state;
+  if (st.trace) st.trace->begin_step(plan, st.jobs->sched(), [&st](seq_id id) { return st.jobs->job_id_of(id); }, now_s());
+  ++st.submitted;
+  if (!st.pipelined) {
+    self->request(st.executor, caf::infinite, x_step_atom::value, std::move(plan))
+        .then([self](step_result& r) { apply_result(self, r); },
               [self](caf::error& e) {
-                self->state.step_in_flight = false;
-                fail_all(self, "journal unavailable: " + self->system().render(e));
+                --self->state.submitted;
+                step_failed(self, e);
               });
     return;
   }
-  run_step(self, std::move(plan));
+  // The reply only acknowledges; a failure here is the step's (its collect fails too).
+  self->request(st.executor, caf::infinite, x_submit_atom::value, std::move(plan)).then([](uint64_t) {}, [self](caf::error& e) { step_failed(self, e); });
+  iterate(self);  // plan the next step while this one runs (or collect, two being out)
 }
 
-void run_step(self_ptr self, step_plan plan) {
+void ensure_collect(self_ptr self) {
   auto& st = self->state;
-  if (st.trace) st.trace->begin_step(plan, st.jobs->sched(), [&st](seq_id id) { return st.jobs->job_id_of(id); }, now_s());
-  self->request(st.executor, caf::infinite, x_step_atom::value, std::move(plan))
+  if (!st.pipelined || st.collecting || st.submitted == 0 || st.failed) return;
+  st.collecting = true;
+  self->request(st.executor, caf::infinite, x_collect_atom::value)
       .then(
           [self](step_result& r) {
-            self->state.step_in_flight = false;
-            if (self->state.trace) self->state.trace->end_step(now_s());
-            self->state.jobs->update(r, now_s());
-            if (self->state.waiting_gauge) self->state.waiting_gauge->store(self->state.jobs->sched().stats().num_waiting);
-            deliver(self);
-            iterate(self);
+            self->state.collecting = false;
+            apply_result(self, r);
           },
           [self](caf::error& e) {
-            self->state.step_in_flight = false;
-            if (self->state.trace) self->state.trace->end_step(now_s());
-            fail_all(self, self->system().render(e));
+            self->state.collecting = false;
+            --self->state.submitted;
+            step_failed(self, e);
           });
 }
 
+// New work: plan at once when the loop is idle; otherwise the next iteration takes it.
 void kick(self_ptr self) {
-  if (!self->state.step_in_flight) self->send(self, s_tick_atom::value);
+  auto& st = self->state;
+  if (!st.planning_blocked && !st.collecting && st.submitted == 0) self->send(self, s_tick_atom::value);
 }
 
 scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_config cfg, executor_actor executor,
@@ -125,6 +173,7 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
   for (const auto& r : cfg.restored_finished) st.jobs->restore_finished(r.job_id, r.info, now_s() - std::max(0.0, unix_now() - r.ended_unix));
   for (const auto& id : cfg.restored_unfinished) st.jobs->reserve(id);
   st.executor = std::move(executor);
+  st.pipelined = cfg.pipelined;
   st.control = control;
   st.trace = cfg.trace;
   st.waiting_gauge = cfg.waiting_gauge;

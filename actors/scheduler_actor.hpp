@@ -30,6 +30,10 @@ struct scheduler_actor_config {
   scheduler_config sched;
   cache_config cache;
   int32_t num_kv_blocks = 0;
+  /// Pipelined steps: step N+1 is planned and submitted while step N runs (x_submit/x_collect);
+  /// otherwise one x_step at a time. The runtime sets it when sched.async_scheduling is on and
+  /// the executor's submit() does not wait (executor_info::async_steps).
+  bool pipelined = false;
   /// Finished job ids remembered for duplicate detection and `status`.
   size_t max_remembered_jobs = 100000;
   /// ... and for this long after they ended (the publisher's retention of their events).

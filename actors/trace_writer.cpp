@@ -1,5 +1,6 @@
 #include "actors/trace_writer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -64,42 +65,44 @@ trace_writer::~trace_writer() { close(); }
 
 void trace_writer::begin_step(const step_plan& plan, const scheduler& sched, const job_namer& job_of, double now_s) {
   if (!enabled()) return;
-  pending_step_ = plan.step_id;
-  pending_start_s_ = now_s;
-  pending_.clear();
-  pending_ += "\"seqs\":[";
+  pending_.push_back({plan.step_id, now_s, {}});
+  std::string& body = pending_.back().body;
+  body += "\"seqs\":[";
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const scheduled_seq& s = plan.seqs[i];
     const sequence* seq = sched.find(s.id);
     const std::string* job = job_of ? job_of(s.id) : nullptr;
-    if (i > 0) pending_ += ',';
-    pending_ += "{\"job\":";
-    append_json_string(pending_, job ? *job : "seq-" + std::to_string(s.id));
-    pending_ += ",\"n\":" + std::to_string(s.tokens.size());
-    pending_ += is_decode(s, seq ? seq->num_prompt_tokens : INT32_MAX) ? ",\"kind\":\"decode\"" : ",\"kind\":\"prompt\"";
-    pending_ += s.sample ? ",\"sample\":true}" : ",\"sample\":false}";
+    if (i > 0) body += ',';
+    body += "{\"job\":";
+    append_json_string(body, job ? *job : "seq-" + std::to_string(s.id));
+    body += ",\"n\":" + std::to_string(s.tokens.size());
+    body += is_decode(s, seq ? seq->num_prompt_tokens : INT32_MAX) ? ",\"kind\":\"decode\"" : ",\"kind\":\"prompt\"";
+    body += s.sample ? ",\"sample\":true}" : ",\"sample\":false}";
   }
   const scheduler_stats st = sched.stats();
-  pending_ += "],\"kv_blocks_used\":" + std::to_string(st.num_kv_blocks_used) + ",\"waiting\":" +
-              std::to_string(st.num_waiting) + ",\"running\":" + std::to_string(st.num_running) +
-              ",\"preemptions\":" + std::to_string(st.num_preemptions - last_preemptions_) +
-              ",\"preemptions_total\":" + std::to_string(st.num_preemptions) + "}\n";
+  body += "],\"kv_blocks_used\":" + std::to_string(st.num_kv_blocks_used) + ",\"waiting\":" +
+          std::to_string(st.num_waiting) + ",\"running\":" + std::to_string(st.num_running) +
+          ",\"preemptions\":" + std::to_string(st.num_preemptions - last_preemptions_) +
+          ",\"preemptions_total\":" + std::to_string(st.num_preemptions) + "}\n";
   last_preemptions_ = st.num_preemptions;
 }
 
 void trace_writer::end_step(double now_s) {
-  if (!enabled() || pending_start_s_ < 0) return;
-  std::string head = "{\"step\":" + std::to_string(pending_step_) + ",\"start_s\":";
-  append_fixed(head, pending_start_s_ - start_s_, 6);
+  if (!enabled() || pending_.empty()) return;
+  pending_step done = std::move(pending_.front());
+  pending_.pop_front();
+  const double start = std::max(done.start_s, last_end_s_);
+  last_end_s_ = now_s;
+  std::string head = "{\"step\":" + std::to_string(done.step) + ",\"start_s\":";
+  append_fixed(head, start - start_s_, 6);
   head += ",\"duration_ms\":";
-  append_fixed(head, (now_s - pending_start_s_) * 1000.0, 3);
+  append_fixed(head, (now_s - start) * 1000.0, 3);
   head += ',';
-  pending_start_s_ = -1.0;
   bool wake = false;
   {
     std::lock_guard lk(mu_);
     buffer_ += head;
-    buffer_ += pending_;
+    buffer_ += done.body;
     wake = buffer_.size() >= (size_t{1} << 20);  // a burst of big steps: do not wait for the second
   }
   if (wake) cv_.notify_one();

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
@@ -56,6 +57,8 @@ public:
   /// preemptions since the previous step).
   void begin_step(const step_plan& plan, const scheduler& sched, const job_namer& job_of, double now_s);
   /// When the step's result (or error) is back: the record gets its duration and is buffered.
+  /// Steps end in the order they began; a pipelined step (begun while the one before still ran)
+  /// starts, in the record, when the one before ended: durations are the executor's time each.
   void end_step(double now_s);
   /// Stops the flusher thread, writes what is buffered, closes the file. Idempotent.
   void close();
@@ -72,9 +75,14 @@ private:
   std::FILE* file_ = nullptr;
   std::atomic<bool> enabled_{true};
   // Scheduler-actor side (one caller at a time): the step being recorded.
-  std::string pending_;
-  uint64_t pending_step_ = 0;
-  double pending_start_s_ = -1.0;
+  // Steps begun and not yet ended, oldest first: two while steps are pipelined.
+  struct pending_step {
+    uint64_t step = 0;
+    double start_s = 0.0;
+    std::string body;
+  };
+  std::deque<pending_step> pending_;
+  double last_end_s_ = -1.0;
   int64_t last_preemptions_ = 0;
   // Shared with the flusher thread.
   std::mutex mu_;

@@ -56,6 +56,9 @@ struct scheduler_config {
   /// Most prompt tokens waiting before submit answers `overloaded`. Unit: tokens.
   /// Default unset (unbounded); when set, >= 1.
   std::optional<int64_t> max_num_queued_tokens;
+  /// Plan step N+1 while the executor runs step N (scheduler.hpp, "Pipelined"), where the
+  /// executor's submit() does not wait for the device (CUDA). vLLM's async_scheduling. Default on.
+  bool async_scheduling = true;
 
   /// Returns an empty string when valid, else a message naming the field, its value and the fix.
   std::string validate() const;

@@ -2,7 +2,7 @@
 
 namespace conveyor {
 
-std::string check_plan(const step_plan& plan, const executor_info& info) {
+std::string check_plan(const step_plan& plan, const executor_info& info, bool allow_previous_sample) {
   for (const auto& s : plan.seqs) {
     const std::string who = "sequence " + std::to_string(s.id);
     if (s.tokens.empty()) return who + " has no tokens";
@@ -12,8 +12,13 @@ std::string check_plan(const step_plan& plan, const executor_info& info) {
     if (end > static_cast<int64_t>(s.block_table.size()) * info.block_size) return who + " has too few blocks for its positions";
     for (block_id b : s.block_table)
       if (b < 0 || b >= info.num_kv_blocks) return who + " uses unknown block " + std::to_string(b);
-    for (token_id t : s.tokens)
+    for (token_id t : s.tokens) {
+      if (t == k_previous_sample && allow_previous_sample) {
+        if (s.tokens.size() != 1 || !s.sample) return who + " has a previous-sample token that is not its one decode token";
+        continue;
+      }
       if (t < 0 || t >= info.vocab_size) return who + " has token id " + std::to_string(t) + " outside the vocabulary";
+    }
   }
   return {};
 }

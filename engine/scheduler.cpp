@@ -22,7 +22,7 @@ scheduler::scheduler(const scheduler_config& sched, const cache_config& cache,
 scheduler::~scheduler() = default;
 
 step_plan scheduler::schedule(double now_s) {
-  CONVEYOR_ASSERT(in_flight_.empty(), "schedule() called again before update()");
+  CONVEYOR_ASSERT(in_flight_.size() <= 1, "schedule() with two steps awaiting update()");
   expire_deadlines(now_s);
   chosen_.clear();
   int32_t budget = cfg_.max_num_batched_tokens;
@@ -43,13 +43,13 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
   size_t i = 0;
   while (i < running_.size() && budget > 0) {
     sequence* seq = running_[i];
-    const int32_t num_new = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+    const int32_t num_new = continues_ahead(*seq) ? std::min(seq->num_known_tokens() - seq->num_planned_tokens(), budget) : 0;
     if (num_new <= 0) {
       ++i;
       continue;
     }
     bool fits = true;
-    while (!kv_.allocate_slots(seq->id(), seq->num_computed_tokens + num_new)) {
+    while (!kv_.allocate_slots(seq->id(), seq->num_planned_tokens() + num_new)) {
       sequence* victim = pick_victim();
       const size_t victim_index =
           std::find(running_.begin(), running_.end(), victim) - running_.begin();
@@ -67,6 +67,16 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
       ++i;
     }
   }
+}
+
+// A sequence whose token is still being sampled by the step in flight is planned ahead (one
+// k_previous_sample token) unless that token can change what comes next: a grammar's mask needs
+// it, and a token that reaches max_tokens or max_model_len ends the sequence.
+bool scheduler::continues_ahead(const sequence& seq) const {
+  if (seq.num_pending_samples == 0) return true;
+  if (seq.req.constraint) return false;
+  const int32_t next_len = seq.num_tokens() + seq.num_pending_samples;
+  return next_len - seq.num_prompt_tokens < seq.req.stop.max_tokens && next_len < cfg_.max_model_len;
 }
 
 sequence* scheduler::pick_victim() const {
@@ -91,6 +101,7 @@ void scheduler::preempt(sequence* victim, int32_t& budget) {
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   kv_.free(victim->id());
   victim->num_computed_tokens = 0;
+  victim->num_ahead_tokens = 0;  // a step in flight computes it for nothing (its sample still counts)
   victim->status = seq_status::waiting;
   ++victim->num_preemptions;
   ++num_preemptions_;
@@ -123,6 +134,10 @@ void scheduler::admit_static(int32_t& budget) {
 }
 
 bool scheduler::try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_slots) {
+  // A sequence preempted while a step samples its next token is waiting for that token; it is
+  // never tried before: a plan that preempts admits nothing, and the next plan comes after the
+  // step's update().
+  CONVEYOR_ASSERT(seq->num_pending_samples == 0, "admitting a sequence whose token is still being sampled");
   const prefix_hit hit = kv_.find_cached_prefix(seq->tokens);
   const int32_t num_new = std::min(seq->num_tokens() - hit.num_tokens, budget);
   const int32_t num_slots = std::max(hit.num_tokens + num_new, num_reserved_slots);
@@ -153,21 +168,26 @@ step_plan scheduler::build_plan() {
   step_plan plan;
   if (chosen_.empty()) return plan;
   plan.step_id = next_step_id_++;
-  in_flight_step_id_ = plan.step_id;
   plan.seqs.reserve(chosen_.size());
-  in_flight_.reserve(chosen_.size());
+  flight& f = in_flight_.emplace_back();
+  f.step_id = plan.step_id;
+  f.seqs.reserve(chosen_.size());
   for (const chosen_seq& c : chosen_) {
     sequence* seq = c.seq;
-    const int32_t begin = seq->num_computed_tokens;
+    const int32_t begin = seq->num_planned_tokens(), end = begin + c.num_new;
     scheduled_seq& s = plan.seqs.emplace_back();
     s.id = seq->id();
     s.num_computed_tokens = begin;
-    s.tokens.assign(seq->tokens.begin() + begin, seq->tokens.begin() + begin + c.num_new);
+    const int32_t known_end = std::min(end, seq->num_tokens());
+    if (begin < known_end) s.tokens.assign(seq->tokens.begin() + begin, seq->tokens.begin() + known_end);
+    s.tokens.resize(static_cast<size_t>(c.num_new), k_previous_sample);  // at most one: the token in flight
     s.block_table = kv_.block_table(seq->id());
-    s.sample = begin + c.num_new == seq->num_tokens();
+    s.sample = end == seq->num_known_tokens();
     s.sampling = seq->req.sampling;
     if (s.sample) s.constraint = seq->req.constraint;
-    in_flight_.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true});
+    seq->num_ahead_tokens += c.num_new;
+    seq->num_pending_samples += s.sample ? 1 : 0;
+    f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions});
   }
   return plan;
 }

@@ -2,12 +2,25 @@
 // deadlines, bounded queue, stop checks. Value in, value out; it never reads a clock (every
 // call that needs the time takes `now_s`) and draws no random numbers.
 //
-// One iteration (the caller's loop; a non-empty plan must be answered by update() before the
-// next schedule()):
+// One iteration (the caller's loop):
 //
 //   plan   = sched.schedule(now)        // running first, then admit waiting prompts
 //   result = executor.step(plan)        // skipped when plan.seqs is empty
 //   events = sched.update(result, now)  // tokens appended, stop checks, finished jobs freed
+//
+// Pipelined (async scheduling, the loop for an executor whose submit() does not wait): schedule()
+// may be called once more while one step is in flight, and update() takes results in plan order:
+//
+//   A = schedule(); submit(A); B = schedule(); submit(B); update(collect());   // A's result
+//   C = schedule(); submit(C); update(collect());  /* B's */  ...
+//
+// B continues every sequence of A as if A were done: a decode whose token A is still sampling
+// carries k_previous_sample. Not continued ahead: a sequence with a grammar (its mask needs the
+// token) and one that A's token ends by length (max_tokens, max_model_len). A sequence that A's
+// token ends otherwise (EOS, a stop token, a stop string, a cancel) has computed one token in B
+// for nothing: B's token is dropped (vLLM's async scheduling makes the same trade). Blocks freed
+// while a step is in flight may be written by it: executors run steps in submit order, so the
+// next owner's writes come after.
 //
 // Events: every finish is reported exactly once. update() returns its own events together with
 // any that happened since the last call; finishes outside a step (cancel(), finish(), a
@@ -16,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -96,10 +110,11 @@ public:
   /// Expires deadlines, then plans one step: running sequences first (their next prompt chunk
   /// or one decode token, preempting by recompute when blocks run out), then waiting prompts
   /// while the token budget, max_num_seqs and the KV blocks allow (chunking the last one).
+  /// At most one non-empty plan may be awaiting its update() (pipelining, see the file comment).
   step_plan schedule(double now_s);
-  /// Applies the executor's result for the last non-empty plan: advances computed tokens,
-  /// fills the prefix cache, appends sampled tokens and runs stop checks. Returns every event
-  /// not yet reported (see the file comment).
+  /// Applies the executor's result for the oldest non-empty plan not yet updated: advances
+  /// computed tokens, fills the prefix cache, appends sampled tokens and runs stop checks.
+  /// Returns every event not yet reported (see the file comment).
   std::vector<seq_event> update(const step_result& result, double now_s);
   /// Events not yet reported (finishes outside a step).
   std::vector<seq_event> take_events();
@@ -108,6 +123,8 @@ public:
   bool has_unfinished() const { return !seqs_.empty(); }
   /// True between a non-empty schedule() and its update().
   bool step_in_flight() const { return !in_flight_.empty(); }
+  /// Non-empty plans awaiting their update() (0, 1, or 2 while pipelining).
+  int32_t num_steps_in_flight() const { return static_cast<int32_t>(in_flight_.size()); }
   /// The live sequence with this id, or nullptr.
   const sequence* find(seq_id id) const;
   scheduler_stats stats() const;
@@ -130,6 +147,11 @@ private:
     int32_t num_new;
     bool sample;
     bool live;
+    int32_t epoch;  // seq->num_preemptions when planned: a later preemption voids the KV work
+  };
+  struct flight {
+    uint64_t step_id = 0;
+    std::vector<in_flight_seq> seqs;
   };
 
   // scheduler.cpp: planning.
@@ -137,6 +159,7 @@ private:
   void admit_waiting(int32_t& budget);
   void admit_static(int32_t& budget);
   bool try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_slots);
+  bool continues_ahead(const sequence& seq) const;
   sequence* pick_victim() const;
   void preempt(sequence* victim, int32_t& budget);
   step_plan build_plan();
@@ -144,6 +167,8 @@ private:
   void expire_deadlines(double now_s);
   void retire(sequence* seq, finish_reason reason);
   void remove_live(sequence* seq, finish_reason reason);
+  void forget_in_flight(const sequence* seq);
+  void apply(const in_flight_seq& f, const sampled_token* sampled, bool& any_finished);
 
   scheduler_config cfg_;
   cache_config cache_cfg_;
@@ -156,11 +181,10 @@ private:
   std::set<std::pair<double, seq_id>> deadlines_;
   std::vector<seq_event> outbox_;
   std::vector<chosen_seq> chosen_;
-  std::vector<in_flight_seq> in_flight_;
+  std::deque<flight> in_flight_;
 
   uint64_t next_serial_ = 0;
   uint64_t next_step_id_ = 1;
-  uint64_t in_flight_step_id_ = 0;
   int64_t num_queued_tokens_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_prefix_query_tokens_ = 0;

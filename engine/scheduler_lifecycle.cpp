@@ -78,8 +78,7 @@ void scheduler::remove_live(sequence* seq, finish_reason reason) {
   } else {
     running_.erase(std::find(running_.begin(), running_.end(), seq));
   }
-  for (in_flight_seq& f : in_flight_)
-    if (f.seq == seq) f.live = false;
+  forget_in_flight(seq);
   const seq_id id = seq->id();
   retire(seq, reason);
   seqs_.erase(id);
@@ -100,57 +99,79 @@ void scheduler::retire(sequence* seq, finish_reason reason) {
   outbox_.push_back(e);
 }
 
+// Steps in flight drop their work for a sequence that is gone (its id may be reused at once).
+void scheduler::forget_in_flight(const sequence* seq) {
+  for (flight& fl : in_flight_)
+    for (in_flight_seq& f : fl.seqs)
+      if (f.seq == seq) f.live = false;
+}
+
 std::vector<seq_event> scheduler::update(const step_result& result, double /*now_s*/) {
   CONVEYOR_ASSERT(!in_flight_.empty(), "update() without a step in flight");
-  CONVEYOR_ASSERT(result.step_id == in_flight_step_id_, "update() for a different step");
+  CONVEYOR_ASSERT(result.step_id == in_flight_.front().step_id, "update() for a different step");
+  const flight done = std::move(in_flight_.front());
+  in_flight_.pop_front();
   size_t k = 0;
   bool any_finished = false;
-  for (const in_flight_seq& f : in_flight_) {
+  for (const in_flight_seq& f : done.seqs) {
     const sampled_token* sampled = nullptr;
     if (f.sample) {
       CONVEYOR_ASSERT(k < result.sampled.size(), "step result lacks a sampled token");
       sampled = &result.sampled[k++];
       CONVEYOR_ASSERT(sampled->id == f.id, "step result out of plan order");
     }
-    if (!f.live) continue;  // cancelled while the step ran
-    sequence* seq = f.seq;
-    const int32_t bs = kv_.block_size();
-    const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + f.num_new) / bs;
-    seq->num_computed_tokens += f.num_new;
-    if (fills_a_block) kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
-    if (!sampled) continue;
-    seq->tokens.push_back(sampled->token);
-    seq_event e;
-    e.kind = event_kind::token;
-    e.id = seq->id();
-    e.token = sampled->token;
-    e.logprob = sampled->logprob;
-    e.top = sampled->top;
-    outbox_.push_back(e);
-    // A constrained sequence ends once its grammar is complete (or, were the mask ignored, when
-    // the grammar refuses the token: nothing valid can follow).
-    bool grammar_ended = false;
-    if (token_constraint* g = seq->req.constraint.get()) grammar_ended = !g->accept(sampled->token) || g->terminated();
-    std::optional<finish_reason> reason = check_stop(*seq, cfg_.max_model_len);
-    if (!reason && grammar_ended) reason = finish_reason::stop;
-    if (reason) {
-      retire(seq, *reason);
-      any_finished = true;
-    }
+    if (f.live) apply(f, sampled, any_finished);  // not live: cancelled or ended while the step ran
   }
   CONVEYOR_ASSERT(k == result.sampled.size(), "step result has extra sampled tokens");
-  in_flight_.clear();
   if (any_finished) {
-    std::vector<seq_id> done;
-    auto keep = std::remove_if(running_.begin(), running_.end(), [&done](sequence* s) {
+    std::vector<seq_id> done_ids;
+    auto keep = std::remove_if(running_.begin(), running_.end(), [&done_ids](sequence* s) {
       if (s->status != seq_status::finished) return false;
-      done.push_back(s->id());
+      done_ids.push_back(s->id());
       return true;
     });
     running_.erase(keep, running_.end());
-    for (seq_id id : done) seqs_.erase(id);
+    for (seq_id id : done_ids) seqs_.erase(id);
   }
   return take_events();
+}
+
+// One sequence's share of a finished step. Preempted since it was planned (a pipelined plan may
+// preempt a sequence of the step in flight): its KV work is void, its sampled token still stands.
+void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, bool& any_finished) {
+  sequence* seq = f.seq;
+  if (seq->num_preemptions == f.epoch) {
+    const int32_t bs = kv_.block_size();
+    const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + f.num_new) / bs;
+    seq->num_computed_tokens += f.num_new;
+    seq->num_ahead_tokens -= f.num_new;
+    if (fills_a_block) kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
+  }
+  if (!sampled) return;
+  --seq->num_pending_samples;
+  seq->tokens.push_back(sampled->token);
+  if (seq->status == seq_status::waiting) ++num_queued_tokens_;
+  seq_event e;
+  e.kind = event_kind::token;
+  e.id = seq->id();
+  e.token = sampled->token;
+  e.logprob = sampled->logprob;
+  e.top = sampled->top;
+  outbox_.push_back(e);
+  // A constrained sequence ends once its grammar is complete (or, were the mask ignored, when
+  // the grammar refuses the token: nothing valid can follow).
+  bool grammar_ended = false;
+  if (token_constraint* g = seq->req.constraint.get()) grammar_ended = !g->accept(sampled->token) || g->terminated();
+  std::optional<finish_reason> reason = check_stop(*seq, cfg_.max_model_len);
+  if (!reason && grammar_ended) reason = finish_reason::stop;
+  if (!reason) return;
+  if (seq->status == seq_status::waiting) {
+    remove_live(seq, *reason);  // preempted meanwhile: leaves the queue (and seqs_) at once
+    return;
+  }
+  retire(seq, *reason);
+  forget_in_flight(seq);  // the next step's token for it, if planned, is dropped
+  any_finished = true;
 }
 
 std::vector<seq_event> scheduler::take_events() {
@@ -191,15 +212,17 @@ std::string scheduler::check_invariants() const {
     if (seq->status != seq_status::running) return id + " does not have status running";
     const int64_t slots = int64_t{static_cast<int64_t>(kv_.block_table(seq->id()).size())} *
                           kv_.block_size();
-    if (slots < seq->num_computed_tokens) return id + ": block table shorter than its KV";
-    if (seq->num_computed_tokens >= seq->num_tokens() + 1) return id + ": computed past tokens";
+    if (slots < seq->num_planned_tokens()) return id + ": block table shorter than its KV";
+    if (seq->num_planned_tokens() > seq->num_known_tokens()) return id + ": computed past tokens";
+    if (seq->num_ahead_tokens < 0 || seq->num_pending_samples < 0 || seq->num_pending_samples > 2)
+      return id + ": steps in flight out of step";
     members += seq->in_static_batch ? 1 : 0;
   }
   int64_t queued = 0;
   for (const auto& [key, seq] : waiting_) {
     const std::string id = "waiting seq " + std::to_string(seq->id());
     if (seq->status != seq_status::waiting) return id + " does not have status waiting";
-    if (!kv_.block_table(seq->id()).empty() || seq->num_computed_tokens != 0)
+    if (!kv_.block_table(seq->id()).empty() || seq->num_computed_tokens != 0 || seq->num_ahead_tokens != 0)
       return id + " holds KV blocks";
     queued += seq->num_tokens();
     members += seq->in_static_batch ? 1 : 0;

@@ -38,6 +38,11 @@ struct sequence {
   int32_t num_prompt_tokens = 0;
   /// Tokens of `tokens` whose KV is in the cache.
   int32_t num_computed_tokens = 0;
+  /// Pipelined steps (scheduler::schedule with a step in flight): tokens planned in steps whose
+  /// results are not in yet, past num_computed_tokens; and how many of those steps sample a token
+  /// for it (tokens not yet appended: the next plan may carry k_previous_sample for one).
+  int32_t num_ahead_tokens = 0;
+  int32_t num_pending_samples = 0;
   /// Prompt tokens served from the prefix cache at first admission (usage.cached_tokens).
   int32_t num_cached_tokens = 0;
   bool admitted_once = false;
@@ -50,6 +55,9 @@ struct sequence {
   seq_id id() const { return req.id; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  /// Where the next plan starts, and how many tokens it may cover, counting steps in flight.
+  int32_t num_planned_tokens() const { return num_computed_tokens + num_ahead_tokens; }
+  int32_t num_known_tokens() const { return num_tokens() + num_pending_samples; }
 };
 
 } // namespace conveyor

@@ -19,13 +19,20 @@
 
 namespace conveyor {
 
+/// A token of a plan whose value is not known yet when the plan is made (pipelined steps, see
+/// scheduler::schedule): the token this sequence samples in the step submitted just before this
+/// one. Only ever the last (and only) token of a sequence that samples in that step; the
+/// executor resolves it (the CUDA executor on the device, without waiting for the step).
+inline constexpr token_id k_previous_sample = -1;
+
 /// One sequence's share of a step.
 struct scheduled_seq {
   seq_id id = 0;
   /// Tokens of this sequence already in the KV cache; `tokens[i]` sits at position
   /// num_computed_tokens + i.
   int32_t num_computed_tokens = 0;
-  /// Tokens to compute this step: a prompt chunk, or the last sampled token.
+  /// Tokens to compute this step: a prompt chunk, or the last sampled token (possibly
+  /// k_previous_sample, when that token is still being sampled by the step before).
   std::vector<token_id> tokens;
   /// Every block of the sequence in order; covers num_computed_tokens + tokens.size() positions.
   std::vector<block_id> block_table;

@@ -69,6 +69,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   info_.vocab_size = cfg_.vocab_size;
   info_.max_model_len = max_len;
   info_.device = "cuda";
+  info_.async_steps = true;
 
   // Weights.
   device_arena measure_w;
@@ -116,6 +117,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
     part_ml_ = a.take<float>(int64_t{split_tokens_cap_} * cfg_.n_head * max_splits_ * 2);
     rope_ = a.take<float2>(int64_t{max_len} * (cfg_.n_rot / 2));
     out_ids_ = a.take<int32_t>(S);
+    prev_ids_ = a.take<int32_t>(S);
     out_lp_ = a.take<float>(S);
   };
   device_arena measure_a;
@@ -123,8 +125,14 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   act_arena_ = device_arena(measure_a.used(), "activations");
   carve(act_arena_);
   meta_ = std::make_unique<step_meta_buffer>(caps);
-  host_ids_.resize(static_cast<size_t>(S));
-  host_lp_.resize(static_cast<size_t>(S));
+  for (int32_t k = 0; k < 2; ++k) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, sizeof(int32_t) * static_cast<size_t>(S)));
+    slots_.ids[k] = static_cast<int32_t*>(p);
+    CUDA_CHECK(cudaMallocHost(&p, sizeof(float) * static_cast<size_t>(S)));
+    slots_.lp[k] = static_cast<float*>(p);
+    CUDA_CHECK(cudaEventCreateWithFlags(&slots_.done[k], cudaEventBlockingSync | cudaEventDisableTiming));
+  }
 
   // RoPE table with the CPU's own angle function (bit-identical angles, divisors and linear
   // scaling included).
@@ -184,6 +192,14 @@ std::string cuda_executor::memory_summary() const {
   return buf;
 }
 
+cuda_executor::result_slots::~result_slots() {
+  for (int32_t k = 0; k < 2; ++k) {
+    if (ids[k]) cudaFreeHost(ids[k]);
+    if (lp[k]) cudaFreeHost(lp[k]);
+    if (done[k]) cudaEventDestroy(done[k]);
+  }
+}
+
 void cuda_executor::check_plan(const step_plan& plan) const {
   if (plan.num_tokens() > meta_->caps().tokens)
     bad_plan("a step of " + std::to_string(plan.num_tokens()) + " tokens exceeds the CUDA executor's max_num_batched_tokens " +
@@ -191,73 +207,16 @@ void cuda_executor::check_plan(const step_plan& plan) const {
   if (static_cast<int64_t>(plan.seqs.size()) > meta_->caps().seqs)
     bad_plan("a step of " + std::to_string(plan.seqs.size()) + " sequences exceeds the CUDA executor's max_num_seqs " +
              std::to_string(meta_->caps().seqs));
-  if (auto err = conveyor::check_plan(plan, info_); !err.empty()) bad_plan(err);
+  if (auto err = conveyor::check_plan(plan, info_, /*allow_previous_sample=*/true); !err.empty()) bad_plan(err);
+  for (const auto& s : plan.seqs)
+    if (s.tokens.back() == k_previous_sample && prev_row_.count(s.id) == 0)
+      bad_plan("sequence " + std::to_string(s.id) + " asks for its previous sample, but the step submitted before sampled none for it");
 }
 
 int32_t cuda_executor::bucket_for(int32_t batch) const {
   for (int32_t b : buckets_)
     if (b >= batch) return b;
   return 0;
-}
-
-step_result cuda_executor::step(const step_plan& plan) {
-  check_plan(plan);
-  step_result r;
-  r.step_id = plan.step_id;
-  if (plan.seqs.empty()) return r;
-  CUDA_CHECK(cudaSetDevice(device_));
-  bool decode_only = true;
-  int32_t n_sample = 0;
-  for (const auto& s : plan.seqs) {
-    decode_only = decode_only && s.tokens.size() == 1 && s.sample;
-    n_sample += s.sample ? 1 : 0;
-  }
-  const int32_t bucket = decode_only ? bucket_for(static_cast<int32_t>(plan.seqs.size())) : 0;
-  const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks);
-  const bool graph_splits = bucket > 0 && graph_splits_ > 1 && bucket * cfg_.n_head_kv < 2 * sm_count_;
-  if (graph_splits) {
-    const int32_t len = split_len_for(sh.max_ctx);
-    meta_->set_split_len(len > 0 ? len : (info_.max_model_len + 31) / 32 * 32);  // 0: one split holds it all
-  }
-  meta_->upload(sh, stream_);
-  if (bucket > 0) {
-    run_graph(bucket, sh, graph_splits);
-  } else {
-    const attn_split sp = eager_split(sh);
-    last_split_ = {false, sp.n_splits, sp.n_splits > 1 ? sp.split_len : 0, sh.max_ctx};
-    forward(sh, sp);
-  }
-  if (n_sample > 0) {
-    CUDA_CHECK(cudaMemcpyAsync(host_ids_.data(), out_ids_, sizeof(int32_t) * n_sample, cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaMemcpyAsync(host_lp_.data(), out_lp_, sizeof(float) * n_sample, cudaMemcpyDeviceToHost, stream_));
-  }
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  last_samples_ = n_sample;
-  int32_t i = 0;
-  for (const auto& s : plan.seqs) {
-    if (!s.sample) continue;
-    r.sampled.push_back({s.id, host_ids_[static_cast<size_t>(i)], host_lp_[static_cast<size_t>(i)], {}});
-    if (s.constraint || s.sampling.top_logprobs > 0) resample_on_host(s, i, r.sampled.back());
-    ++i;
-  }
-  return r;
-}
-
-// Structured outputs and top logprobs: the row's logits come to the host and the CPU sampler
-// (the same pure function of logits, params and position) draws there. One vocab-sized copy per
-// such row and step; the device kernel samples every other row.
-void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out) {
-  const size_t V = static_cast<size_t>(cfg_.vocab_size);
-  host_row_.resize(V);
-  CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
-  const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-  if (s.constraint) {
-    s.constraint->fill_mask(host_mask_);
-    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, host_mask_);
-    out.token = d.token;
-    out.logprob = d.logprob;
-  }
-  model::top_logprobs(host_row_, s.sampling.top_logprobs, out.top, host_scratch_);
 }
 
 std::vector<float> cuda_executor::last_logits() const {

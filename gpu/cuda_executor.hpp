@@ -5,12 +5,16 @@
 // GEMM -> RMSNorm (+ residual) -> gate/up GEMM -> SwiGLU -> down GEMM; then the final norm and
 // LM head on the sampled rows only, and sampling on the device. Only the sampled ids and their
 // log-probabilities come back to the host. Decode-only steps replay CUDA graphs captured per
-// bucketed batch size. docs/gpu.md has the memory layout and the napkin math.
+// bucketed batch size; steps are pipelined (submit() returns at once, collect() waits), so the
+// host plans and uploads step N+1 while the GPU runs step N. docs/gpu.md has the memory layout
+// and the napkin math.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <deque>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,10 +40,20 @@ public:
   ~cuda_executor() override;
 
   const executor_info& info() const override { return info_; }
-  /// Throws std::invalid_argument for a malformed plan (as the CPU executor does) or one past
-  /// this executor's capacities (max_num_batched_tokens, max_num_seqs); std::runtime_error on a
-  /// CUDA failure.
+  /// submit() then collect(). Throws std::invalid_argument for a malformed plan (as the CPU
+  /// executor does) or one past this executor's capacities (max_num_batched_tokens,
+  /// max_num_seqs); std::runtime_error on a CUDA failure.
   step_result step(const step_plan& plan) override;
+  /// Queues the step on the stream and returns without waiting (docs/gpu.md §3, "Pipelined
+  /// steps"): metadata from one of two pinned buffers, sampled ids and log-probabilities copied
+  /// into one of two pinned result slots, an event recorded behind them. k_previous_sample tokens
+  /// read the previous step's sampled ids on the device. A step with a grammar or top logprobs
+  /// samples those rows on the host and so waits here. At most two steps may be outstanding
+  /// (std::logic_error past that).
+  void submit(const step_plan& plan) override;
+  /// Waits for the oldest outstanding step's event (blocking, not spinning) and returns its result.
+  step_result collect() override;
+  int32_t num_outstanding() const override { return static_cast<int32_t>(outstanding_.size()); }
 
   const model::llama_config& config() const { return cfg_; }
   /// Logits of each sampled row of the last step, in plan order: (num sampled, vocab). Copies
@@ -60,6 +74,7 @@ public:
 private:
   void init(const model::gguf_file* f, const cuda_executor_options& o);
   void check_plan(const step_plan& plan) const;
+  void read_slot(int32_t slot, step_result& r) const;
   void resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out);
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
   void forward(const step_shape& sh, const attn_split& split);
@@ -109,9 +124,29 @@ private:
   float* part_ml_ = nullptr;
   float2* rope_ = nullptr;   // (max_model_len, n_rot/2) (cos, sin)
   int32_t* out_ids_ = nullptr;  // (S)
+  int32_t* prev_ids_ = nullptr; // (S) the previous step's out_ids_, read by k_previous_sample tokens
   float* out_lp_ = nullptr;     // (S)
-  std::vector<int32_t> host_ids_;
-  std::vector<float> host_lp_;
+  // Pipelined steps: two pinned result slots (ids, log-probabilities, the event behind their
+  // copies), used in turn; the steps submitted and not yet collected; each sampled sequence's row
+  // in the last submitted step (for k_previous_sample).
+  struct result_slots {
+    int32_t* ids[2] = {nullptr, nullptr};
+    float* lp[2] = {nullptr, nullptr};
+    cudaEvent_t done[2] = {nullptr, nullptr};
+    result_slots() = default;
+    result_slots(const result_slots&) = delete;
+    result_slots& operator=(const result_slots&) = delete;
+    ~result_slots();
+  };
+  struct outstanding_step {
+    int32_t slot = 0;
+    bool ready = false;  // sampled on the host already (grammar, top logprobs)
+    step_result result;
+  };
+  result_slots slots_;
+  std::deque<outstanding_step> outstanding_;
+  std::unordered_map<seq_id, int32_t> prev_row_;
+  int32_t next_slot_ = 0;
   std::vector<float> host_row_;             // resample_on_host: one row of logits
   model::sampler_scratch host_scratch_;
   std::vector<uint32_t> host_mask_;

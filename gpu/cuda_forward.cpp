@@ -25,7 +25,7 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   cudaStream_t st = stream_;
 
-  launch_embedding(m.tokens, w_.token_embd, x_, T, d, st);
+  launch_embedding(m.tokens, prev_ids_, w_.token_embd, x_, T, d, st);
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     const device_layer& L = w_.layers[static_cast<size_t>(l)];
     bf16* kc = k_cache_ + l * layer_kv_elems_;

@@ -7,10 +7,12 @@ namespace conveyor::gpu {
 namespace {
 
 // One CTA per token; 8 bf16 (16 bytes) per thread per iteration when d % 8 == 0.
-__global__ void embedding_gather_kernel(const int32_t* __restrict__ tokens, const bf16* __restrict__ table,
-                                        float* __restrict__ x, int32_t d) {
+__global__ void embedding_gather_kernel(const int32_t* __restrict__ tokens, const int32_t* __restrict__ prev_ids,
+                                        const bf16* __restrict__ table, float* __restrict__ x, int32_t d) {
   const int64_t t = blockIdx.x;
-  const bf16* src = table + static_cast<int64_t>(tokens[t]) * d;
+  int32_t id = tokens[t];
+  if (id < 0) id = prev_ids[-1 - id];  // sampled by the step before, still on the device
+  const bf16* src = table + static_cast<int64_t>(id) * d;
   float* dst = x + t * d;
   if ((d & 7) == 0) {
     for (int32_t i = threadIdx.x * 8; i < d; i += blockDim.x * 8) {
@@ -33,9 +35,10 @@ __global__ void embedding_gather_kernel(const int32_t* __restrict__ tokens, cons
 
 // Napkin math: T*d*(2 B read + 4 B written). Llama-3-8B decode at batch 256: 256*4096*6 = 6.3 MB,
 // ~2 us at 3 TB/s; negligible next to the layers. Purely memory-bound, no arithmetic.
-void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_t T, int32_t d, cudaStream_t stream) {
+void launch_embedding(const int32_t* tokens, const int32_t* prev_ids, const bf16* table, float* x, int32_t T, int32_t d,
+                      cudaStream_t stream) {
   if (T <= 0) return;
-  CONVEYOR_LAUNCH(embedding_gather_kernel, T, 128, 0, stream, tokens, table, x, d);
+  CONVEYOR_LAUNCH(embedding_gather_kernel, T, 128, 0, stream, tokens, prev_ids, table, x, d);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -44,8 +44,11 @@ struct kv_shape {
   int32_t n_head = 0, n_kv = 0, head_dim = 0, block_size = 0;
 };
 
-// embedding.cu: x[t, :] = float(table[tokens[t], :]).
-void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_t T, int32_t d, cudaStream_t stream);
+// embedding.cu: x[t, :] = float(table[tokens[t], :]). A negative token is the id the previous
+// step sampled in row -1 - tokens[t] of `prev_ids` (a pipelined decode's k_previous_sample,
+// resolved on the device so the host never waits for it); prev_ids may be null when none is.
+void launch_embedding(const int32_t* tokens, const int32_t* prev_ids, const bf16* table, float* x, int32_t T, int32_t d,
+                      cudaStream_t stream);
 
 // rmsnorm.cu: for each output row i < n_rows, r = rows ? rows[i] : i; when delta is given,
 // x[r] += delta[r] first (written back: the fused residual add); then

@@ -30,11 +30,14 @@ step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
   off_split_ = place(sizeof(int32_t));
   off_blocks_ = place(sizeof(int32_t) * static_cast<size_t>(caps.blocks + 1));
   total_ = at;
-  void* h = nullptr;
   void* d = nullptr;
-  CUDA_CHECK(cudaMallocHost(&h, total_));
+  for (auto& h : hosts_) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, total_));
+    h = static_cast<unsigned char*>(p);
+  }
+  host_ = hosts_[0];
   CUDA_CHECK(cudaMalloc(&d, total_));
-  host_ = static_cast<unsigned char*>(h);
   dev_ = static_cast<unsigned char*>(d);
   auto dev = [&](size_t off) { return reinterpret_cast<const int32_t*>(dev_ + off); };
   dev_view_.tokens = dev(off_tokens_);
@@ -47,18 +50,21 @@ step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
   dev_view_.sampling = reinterpret_cast<const sample_param*>(dev_ + off_sampling_);
   dev_view_.blocks = dev(off_blocks_);
   dev_view_.split_len = dev(off_split_);
-  set_split_len(0);
+  for (int slot : {1, 0}) {
+    select(slot);
+    set_split_len(0);
+  }
 }
 
 void step_meta_buffer::set_split_len(int32_t positions) { *reinterpret_cast<int32_t*>(host_ + off_split_) = positions; }
 
 step_meta_buffer::~step_meta_buffer() {
-  cudaFreeHost(host_);
+  for (auto* h : hosts_) cudaFreeHost(h);
   cudaFree(dev_);
 }
 
 step_shape step_meta_buffer::fill(const step_plan& plan, int32_t pad_to, int32_t tile_tokens, int32_t group,
-                                  int32_t block_size, int32_t pad_block) {
+                                  int32_t block_size, int32_t pad_block, const std::unordered_map<seq_id, int32_t>& prev_row) {
   auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(host_ + off); };
   int32_t* tokens = i32(off_tokens_);
   int32_t* pos = i32(off_pos_);
@@ -78,7 +84,9 @@ step_shape step_meta_buffer::fill(const step_plan& plan, int32_t pad_to, int32_t
     boff[seq] = nb;
     for (int32_t b = 0; b < used_blocks; ++b) blocks[nb++] = s.block_table[static_cast<size_t>(b)];
     for (int32_t i = 0; i < n; ++i) {
-      tokens[row0 + i] = s.tokens[static_cast<size_t>(i)];
+      const token_id t = s.tokens[static_cast<size_t>(i)];
+      tokens[row0 + i] = t == k_previous_sample ? -1 - prev_row.at(s.id) : t;
+      sh.previous_samples += t == k_previous_sample ? 1 : 0;
       pos[row0 + i] = s.num_computed_tokens + i;
       tseq[row0 + i] = seq;
     }

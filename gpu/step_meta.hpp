@@ -1,4 +1,6 @@
 // One step's metadata, flattened on the host into a pinned buffer and uploaded with one copy.
+// Two host buffers, used in turn (select()): step N+1 is filled while step N's upload may still
+// wait in the stream, which reads its pinned source only when it runs.
 // The device buffer's layout is fixed by the capacities, so a captured CUDA graph reads each
 // step's values from the same addresses:
 //
@@ -15,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 
 #include "engine/step.hpp"
 #include "gpu/kernels.hpp"
@@ -30,6 +33,7 @@ struct step_caps {
 /// What the launches of one step need to know on the host.
 struct step_shape {
   int32_t tokens = 0, seqs = 0, tiles = 0, max_tile_rows = 0, samples = 0, max_ctx = 0;
+  int32_t previous_samples = 0;  ///< k_previous_sample tokens
   size_t upload_bytes = 0;
 };
 
@@ -40,12 +44,17 @@ public:
   step_meta_buffer(const step_meta_buffer&) = delete;
   step_meta_buffer& operator=(const step_meta_buffer&) = delete;
 
-  /// Flattens `plan` into the host mirror. Prompt chunks become query tiles of up to
+  /// Makes host buffer `slot` (0 or 1) the one fill(), set_split_len() and upload() use. The
+  /// caller keeps a buffer until the step that uploaded from it has been synchronized.
+  void select(int slot) { host_ = hosts_[slot & 1]; }
+  /// Flattens `plan` into the host mirror. A k_previous_sample token is written as -1 - r, r its
+  /// sequence's row in the previous step's samples (`prev_row`, which must know the sequence):
+  /// the embedding reads it from that step's sampled ids on the device. Prompt chunks become query tiles of up to
   /// `tile_tokens` tokens, decode tokens tiles of one. With pad_to > plan size (a decode-only
   /// step run as a graph bucket) the extra rows are token 0 at position 0 in `pad_block`, sampled
   /// greedily and ignored. The plan must fit the capacities (checked by the caller).
   step_shape fill(const step_plan& plan, int32_t pad_to, int32_t tile_tokens, int32_t group, int32_t block_size,
-                  int32_t pad_block);
+                  int32_t pad_block, const std::unordered_map<seq_id, int32_t>& prev_row = {});
   /// Sets the step's attention split length (read by graphs through step_meta::split_len).
   void set_split_len(int32_t positions);
   int32_t split_len() const { return *reinterpret_cast<const int32_t*>(host_ + off_split_); }
@@ -59,7 +68,8 @@ private:
   step_caps caps_;
   size_t off_tokens_ = 0, off_pos_ = 0, off_seq_ = 0, off_tfirst_ = 0, off_tcount_ = 0, off_rows_ = 0, off_blockoff_ = 0,
          off_sampling_ = 0, off_split_ = 0, off_blocks_ = 0, total_ = 0;
-  unsigned char* host_ = nullptr;
+  unsigned char* hosts_[2] = {nullptr, nullptr};
+  unsigned char* host_ = nullptr;  // the selected one
   unsigned char* dev_ = nullptr;
   step_meta dev_view_;
 };

@@ -39,6 +39,9 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--enable-prefix-caching,--enable_prefix_caching", enable_prefix_caching, "Reuse cached prompt blocks")->capture_default_str();
   cmd.add_option("--scheduling-policy,--scheduling_policy", scheduling_policy, "fcfs | priority")->capture_default_str();
   cmd.add_option("--batching", batching, "continuous | static")->capture_default_str();
+  cmd.add_option("--async-scheduling,--async_scheduling", async_scheduling,
+                 "Plan the next step while the device runs this one (CUDA; the CPU executor runs steps one at a time)")
+      ->capture_default_str();
   cmd.add_option("--kv-watermark,--kv_watermark", kv_watermark, "Fraction of KV blocks kept free at admission")->capture_default_str();
   cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
@@ -177,6 +180,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.sched.max_model_len = max_model_len > 0 ? max_model_len : default_max_model_len(info.max_model_len, pool_tokens);
   r.sched.policy = *parse_scheduling_policy(scheduling_policy);
   r.sched.batching = *parse_batching_mode(batching);
+  r.sched.async_scheduling = async_scheduling;
   if (max_num_queued_reqs > 0) r.sched.max_num_queued_reqs = max_num_queued_reqs;
   if (max_num_queued_tokens > 0) r.sched.max_num_queued_tokens = max_num_queued_tokens;
   r.cache.block_size = info.block_size;

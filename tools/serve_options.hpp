@@ -30,6 +30,7 @@ struct serve_options {
   int64_t kv_cache_bytes = 0;  ///< 0: sized from the model and the machine (auto_kv_cache_bytes)
   int32_t num_kv_blocks = 0;  ///< > 0 overrides kv_cache_bytes
   bool enable_prefix_caching = true;
+  bool async_scheduling = true;       ///< plan step N+1 while step N runs (CUDA executor)
   std::string scheduling_policy = "fcfs";
   std::string batching = "continuous";
   double kv_watermark = 0.01;

@@ -33,4 +33,21 @@ inline double time_step_ms(executor& ex, const step_plan& p) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// Milliseconds per step when `n` steps run pipelined, as the server runs them on a GPU: step i+1
+/// is submitted before step i is collected, its decode tokens the ones step i is still sampling
+/// (k_previous_sample). `plan_of(i)` makes step i; from i = 1 its tokens are replaced.
+template <class PlanOf>
+double time_pipelined_ms(executor& ex, int32_t n, PlanOf&& plan_of) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ex.submit(plan_of(0));
+  for (int32_t i = 1; i < n; ++i) {
+    step_plan p = plan_of(i);
+    for (auto& q : p.seqs) q.tokens.assign(q.tokens.size(), k_previous_sample);
+    ex.submit(p);
+    ex.collect();
+  }
+  ex.collect();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
+}
+
 } // namespace conveyor::tools

@@ -130,6 +130,13 @@ step_result scripted_executor::step(const step_plan& plan) {
   return r;
 }
 
+void scripted_executor::submit(const step_plan& plan) {
+  ++submits;
+  for (const auto& s : plan.seqs) placeholders += static_cast<int>(std::count(s.tokens.begin(), s.tokens.end(), k_previous_sample));
+  executor::submit(plan);
+  max_outstanding = std::max(max_outstanding, num_outstanding());
+}
+
 schemas::submit_request make_job(const std::string& id, int32_t max_tokens, std::vector<std::string> stop) {
   schemas::submit_request j;
   j.id = id;
@@ -150,6 +157,7 @@ harness::harness(harness_options o)
   sc.cache.block_size = kBlockSize;
   sc.cache.enable_prefix_caching = false;
   sc.num_kv_blocks = kBlocks;
+  sc.pipelined = o.pipelined;
   executor = actors::spawn_executor(sys, ex, /*detached=*/false);
   executor_job_ = dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(executor));
   scheduler = actors::spawn_scheduler(sys, sc, executor, control, /*detached=*/false);

@@ -39,8 +39,13 @@ public:
   explicit scripted_executor(const executor_info& info) : info_(info) {}
   const executor_info& info() const override { return info_; }
   step_result step(const step_plan& plan) override;
+  /// Counts the pipelined plans' placeholders, then the default (resolve, step()).
+  void submit(const step_plan& plan) override;
 
   bool fail_next = false;
+  int submits = 0;                   ///< submit() calls (pipelined harness)
+  int placeholders = 0;              ///< k_previous_sample tokens submitted
+  int max_outstanding = 0;           ///< most steps submitted and not yet collected
   int steps = 0;                     ///< step() calls, the failed one included
   std::set<seq_id> seen;             ///< every sequence that was in a plan
   std::map<seq_id, int> sampled;     ///< tokens sampled per sequence
@@ -89,6 +94,8 @@ schemas::submit_request make_job(const std::string& id, int32_t max_tokens, std:
 
 struct harness_options {
   int32_t max_num_seqs = 8;
+  /// The scheduler pipelines steps (x_submit / x_collect) as it does for a CUDA executor.
+  bool pipelined = false;
 };
 
 class harness {

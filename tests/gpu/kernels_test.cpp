@@ -14,21 +14,25 @@ namespace conveyor::gpu::testing {
 
 BOOST_AUTO_TEST_SUITE(gpu_kernels, *boost::unit_test::precondition(have_gpu))
 
-BOOST_AUTO_TEST_CASE(embedding_gathers_rows) {
+BOOST_AUTO_TEST_CASE(embedding_gathers_rows_and_previous_samples) {
   std::mt19937 rng(1);
   for (int32_t d : {96, 100}) {  // vectorized and scalar paths
     const int32_t V = 300, T = 17;
     std::vector<float> table_f;
     dev_array<bf16_bits> table(random_bf16(rng, size_t(V) * d, 1.0f, &table_f));
-    std::vector<int32_t> tok(T);
-    for (auto& t : tok) t = static_cast<int32_t>(rng() % V);
-    dev_array<int32_t> dtok(tok);
+    std::vector<int32_t> tok(T), prev(5), id(T);
+    for (auto& p : prev) p = static_cast<int32_t>(rng() % V);
+    for (int32_t t = 0; t < T; ++t) {  // every third token: the previous step's sample of row t % 5
+      tok[t] = t % 3 == 1 ? -1 - t % 5 : static_cast<int32_t>(rng() % V);
+      id[t] = tok[t] < 0 ? prev[t % 5] : tok[t];
+    }
+    dev_array<int32_t> dtok(tok), dprev(prev);
     dev_array<float> x(size_t(T) * d);
     x.poison();
-    launch_embedding(dtok.get(), as_bf16(table), x.get(), T, d, nullptr);
+    launch_embedding(dtok.get(), dprev.get(), as_bf16(table), x.get(), T, d, nullptr);
     std::vector<float> ref(size_t(T) * d);
     for (int32_t t = 0; t < T; ++t)
-      for (int32_t j = 0; j < d; ++j) ref[size_t(t) * d + j] = table_f[size_t(tok[t]) * d + j];
+      for (int32_t j = 0; j < d; ++j) ref[size_t(t) * d + j] = table_f[size_t(id[t]) * d + j];
     BOOST_TEST(rel_error(x.download(), ref) == 0.0);
   }
 }

@@ -61,6 +61,8 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFu
 #define cudaStreamNonBlocking 0x01
 #define cudaHostAllocDefault 0x00
 #define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
 #define cudaEventDisableTiming 0x02
 
 struct CUstream_st;

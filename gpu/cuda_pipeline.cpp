@@ -1,0 +1,130 @@
+// The CUDA executor's step pipeline: submit() queues a whole step on the stream and returns,
+// collect() waits for the oldest one. While the GPU runs step N the host plans step N+1 (the
+// scheduler), fills it into the other pinned metadata buffer and queues it behind N, so the GPU
+// goes from one step to the next without waiting for the host (vLLM's async scheduling). N+1's
+// decodes need N's sampled ids: they are read on the device (embedding, k_previous_sample).
+//
+//   host:  fill(N) upload launch copy->slot[N%2] record(N) | fill(N+1) ... record(N+1) | wait(N) read slot[N%2]
+//   GPU:                [-------------- step N --------------][------------ step N+1 ------------]
+#include <stdexcept>
+
+#include "gpu/check.hpp"
+#include "gpu/cuda_executor.hpp"
+
+namespace conveyor::gpu {
+
+step_result cuda_executor::step(const step_plan& plan) {
+  submit(plan);
+  return collect();
+}
+
+void cuda_executor::submit(const step_plan& plan) {
+  check_plan(plan);
+  if (outstanding_.size() >= 2) throw std::logic_error("the CUDA executor takes at most two steps before a collect()");
+  outstanding_step out;
+  out.result.step_id = plan.step_id;
+  if (plan.seqs.empty()) {
+    out.ready = true;
+    prev_row_.clear();
+    outstanding_.push_back(std::move(out));
+    return;
+  }
+  CUDA_CHECK(cudaSetDevice(device_));
+  bool decode_only = true, on_host = false;
+  int32_t n_sample = 0;
+  for (const auto& s : plan.seqs) {
+    decode_only = decode_only && s.tokens.size() == 1 && s.sample;
+    n_sample += s.sample ? 1 : 0;
+    on_host = on_host || (s.sample && (s.constraint || s.sampling.top_logprobs > 0));
+  }
+  // The slot's previous user (two steps back) has been collected: its upload and copies are done.
+  const int32_t slot = next_slot_;
+  next_slot_ ^= 1;
+  meta_->select(slot);
+  const int32_t bucket = decode_only ? bucket_for(static_cast<int32_t>(plan.seqs.size())) : 0;
+  const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks, prev_row_);
+  const bool graph_splits = bucket > 0 && graph_splits_ > 1 && bucket * cfg_.n_head_kv < 2 * sm_count_;
+  if (graph_splits) {
+    const int32_t len = split_len_for(sh.max_ctx);
+    meta_->set_split_len(len > 0 ? len : (info_.max_model_len + 31) / 32 * 32);  // 0: one split holds it all
+  }
+  meta_->upload(sh, stream_);
+  // The previous step's ids, where this step's k_previous_sample tokens read them: out_ids_ itself
+  // is rewritten by this step's sampling, twice when a new graph bucket runs once eagerly first.
+  if (sh.previous_samples > 0)
+    CUDA_CHECK(cudaMemcpyAsync(prev_ids_, out_ids_, sizeof(int32_t) * meta_->caps().seqs, cudaMemcpyDeviceToDevice, stream_));
+  if (bucket > 0) {
+    run_graph(bucket, sh, graph_splits);
+  } else {
+    const attn_split sp = eager_split(sh);
+    last_split_ = {false, sp.n_splits, sp.n_splits > 1 ? sp.split_len : 0, sh.max_ctx};
+    forward(sh, sp);
+  }
+  if (n_sample > 0) {
+    CUDA_CHECK(cudaMemcpyAsync(slots_.ids[slot], out_ids_, sizeof(int32_t) * n_sample, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(slots_.lp[slot], out_lp_, sizeof(float) * n_sample, cudaMemcpyDeviceToHost, stream_));
+  }
+  CUDA_CHECK(cudaEventRecord(slots_.done[slot], stream_));
+  last_samples_ = n_sample;
+  out.slot = slot;
+  prev_row_.clear();
+  int32_t row = 0;
+  for (const auto& s : plan.seqs) {
+    if (!s.sample) continue;
+    out.result.sampled.push_back({s.id, 0, 0.0f, {}});
+    prev_row_[s.id] = row++;
+  }
+  if (on_host) {
+    // Grammar masks and top logprobs need this step's logits on the host before the next step
+    // overwrites them: wait now. A grammar's token replaces the device's in out_ids_, which the
+    // next step's k_previous_sample reads.
+    read_slot(slot, out.result);
+    row = 0;
+    bool replaced = false;
+    for (const auto& s : plan.seqs) {
+      if (!s.sample) continue;
+      if (s.constraint || s.sampling.top_logprobs > 0) resample_on_host(s, row, out.result.sampled[static_cast<size_t>(row)]);
+      replaced = replaced || s.constraint != nullptr;
+      slots_.ids[slot][row] = out.result.sampled[static_cast<size_t>(row)].token;
+      ++row;
+    }
+    if (replaced) CUDA_CHECK(cudaMemcpy(out_ids_, slots_.ids[slot], sizeof(int32_t) * n_sample, cudaMemcpyHostToDevice));
+    out.ready = true;
+  }
+  outstanding_.push_back(std::move(out));
+}
+
+void cuda_executor::read_slot(int32_t slot, step_result& r) const {
+  CUDA_CHECK(cudaEventSynchronize(slots_.done[slot]));
+  for (size_t i = 0; i < r.sampled.size(); ++i) {
+    r.sampled[i].token = slots_.ids[slot][i];
+    r.sampled[i].logprob = slots_.lp[slot][i];
+  }
+}
+
+step_result cuda_executor::collect() {
+  if (outstanding_.empty()) throw std::logic_error("cuda_executor::collect() without a submitted step");
+  outstanding_step out = std::move(outstanding_.front());
+  outstanding_.pop_front();
+  if (!out.ready) read_slot(out.slot, out.result);
+  return std::move(out.result);
+}
+
+// Structured outputs and top logprobs: the row's logits come to the host and the CPU sampler
+// (the same pure function of logits, params and position) draws there. One vocab-sized copy per
+// such row and step; the device kernel samples every other row.
+void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out) {
+  const size_t V = static_cast<size_t>(cfg_.vocab_size);
+  host_row_.resize(V);
+  CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
+  const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+  if (s.constraint) {
+    s.constraint->fill_mask(host_mask_);
+    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, host_mask_);
+    out.token = d.token;
+    out.logprob = d.logprob;
+  }
+  model::top_logprobs(host_row_, s.sampling.top_logprobs, out.top, host_scratch_);
+}
+
+} // namespace conveyor::gpu
