@@ -111,9 +111,10 @@ int run_serve(const serve_options& o) {
   install_stop_handlers();
   const executor_info info = ex->info();
   actors::runtime rt(ro, std::move(ex), tok);
-  spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}; router {} pub {} pull {}",
+  spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}{}; router {} pub {} pull {}",
                model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
-               to_string(ro.sched.batching), rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
+               to_string(ro.sched.batching), info.async_steps && ro.sched.async_scheduling ? ", steps pipelined" : "",
+               rt.router_endpoint(), rt.pub_endpoint(), rt.pull_endpoint());
   if (jr) {
     const auto& r = rt.recovered();
     spdlog::info("conveyor serve: journal {} (sync {}, epoch {}): {} finished jobs remembered, {} resumed, {} ended as poison jobs",
