@@ -103,7 +103,6 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
                 nkv = int64_t{cfg_.n_head_kv} * hd, ff = cfg_.n_ff;
   auto carve = [&](device_arena& a) {
     x_ = a.take<float>(T * d);
-    delta_ = a.take<float>(T * d);
     h_ = a.take<bf16>(T * d);
     qkv_ = a.take<float>(T * (nq + 2 * nkv));
     q_ = a.take<bf16>(T * nq);

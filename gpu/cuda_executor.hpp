@@ -1,11 +1,11 @@
 // The CUDA executor: one fused forward step over the flattened tokens of every scheduled
 // sequence, with the CPU executor's semantics (model/cpu_executor.hpp) and bf16 weights. Per
-// layer: RMSNorm (+ the residual add) -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write
-// (one kernel; the bias and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O
-// GEMM -> RMSNorm (+ residual) -> gate/up GEMM -> SwiGLU -> down GEMM; then the final norm and
-// LM head on the sampled rows only, and sampling on the device. Only the sampled ids and their
-// log-probabilities come back to the host. Decode-only steps replay CUDA graphs captured per
-// bucketed batch size. docs/gpu.md has the memory layout and the napkin math.
+// layer: RMSNorm -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write (one kernel; the bias
+// and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O GEMM added into the
+// residual stream -> RMSNorm -> gate/up GEMM -> SwiGLU -> down GEMM added into the residual
+// stream; then the final norm and LM head on the sampled rows only, and sampling on the device.
+// Only the sampled ids and their log-probabilities come back to the host. Decode-only steps
+// replay CUDA graphs captured per bucketed batch size. docs/gpu.md has the memory layout and the napkin math.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -96,7 +96,6 @@ private:
 
   // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.seqs).
   float* x_ = nullptr;       // (T, d) residual stream
-  float* delta_ = nullptr;   // (T, d) output of O / down projections, added by the next norm
   bf16* h_ = nullptr;        // (T, d) normalized
   float* qkv_ = nullptr;     // (T, nq + 2 nkv)
   bf16* q_ = nullptr;        // (T, nq) rotated queries

@@ -26,24 +26,25 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
   cudaStream_t st = stream_;
 
   launch_embedding(m.tokens, w_.token_embd, x_, T, d, st);
+  // The O and down projections add into the residual stream x themselves (cuBLASLt beta = 1):
+  // the norms only normalize.
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     const device_layer& L = w_.layers[static_cast<size_t>(l)];
     bf16* kc = k_cache_ + l * layer_kv_elems_;
     bf16* vc = v_cache_ + l * layer_kv_elems_;
-    // The previous layer's down projection is added to the residual stream here.
-    launch_rmsnorm(x_, l == 0 ? nullptr : delta_, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
-    gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
     const rope_kv_args ra{cfg_.n_rot, cfg_.rope == model::rope_pairs::neox, L.qkv_bias, L.q_norm, L.k_norm, cfg_.rms_eps};
+    launch_rmsnorm(x_, nullptr, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
+    gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
     launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
     launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
-    gemm_->run(attn_, L.wo, delta_, true, T, d, nq, 0.0f, st);
-    launch_rmsnorm(x_, delta_, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
+    gemm_->run(attn_, L.wo, x_, true, T, d, nq, 1.0f, st);  // x += attn Wo^T
+    launch_rmsnorm(x_, nullptr, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
     gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
     launch_swiglu(gu_, act_, T, ff, st);
-    gemm_->run(act_, L.w_down, delta_, true, T, d, ff, 0.0f, st);
+    gemm_->run(act_, L.w_down, x_, true, T, d, ff, 1.0f, st);  // x += act Wdown^T
   }
-  // Final norm (with the last residual add) and LM head for the sampled rows only.
-  launch_rmsnorm(x_, delta_, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
+  // Final norm and LM head for the sampled rows only.
+  launch_rmsnorm(x_, nullptr, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
   gemm_->run(hs_, w_.lm_head, logits_, true, S, cfg_.vocab_size, d, 0.0f, st);
   launch_sample(logits_, S, cfg_.vocab_size, m.sampling, out_ids_, out_lp_, st);
 }

@@ -48,7 +48,8 @@ struct kv_shape {
 void launch_embedding(const int32_t* tokens, const bf16* table, float* x, int32_t T, int32_t d, cudaStream_t stream);
 
 // rmsnorm.cu: for each output row i < n_rows, r = rows ? rows[i] : i; when delta is given,
-// x[r] += delta[r] first (written back: the fused residual add); then
+// x[r] += delta[r] first (written back: a fused residual add; the executor passes none, its O and
+// down GEMMs add into x with beta = 1); then
 // out[i] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * w).
 void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const float* w, bf16* out, int32_t n_rows,
                     int32_t d, float eps, cudaStream_t stream);
