@@ -92,6 +92,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   if (o.cuda_graphs)
     for (int32_t b : kBuckets)
       if (b <= graph_max) buckets_.push_back(b);
+  fused_rows_ = o.fused_decode ? fused_gemv_max_rows(cfg_.n_embd) : 0;
   max_splits_ = kMaxSplits;
   split_tokens_cap_ = graph_max;
   // A graph launches as many splits as the eager policy could choose for any context up to
