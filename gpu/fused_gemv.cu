@@ -22,7 +22,7 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kRows = kFusedMaxRows;
-constexpr int kCtasPerSm = 4;  // grid cap: enough 16-byte loads in flight per SM (napkin math below)
+constexpr int kCtasPerSm = 4;  // grid cap: enough loads in flight; more CTAs would only repeat the prologue
 
 // 16 bytes of bf16 as one load, typed as what they hold (a uint4 read back as bf16 pairs would
 // break C++'s aliasing rules in the emulator's host build).
@@ -239,6 +239,8 @@ void launch_fused_norm_qkv(const step_meta& m, const norm_input& in, const bf16*
                            bf16* v_cache, int32_t sm_count, cudaStream_t stream) {
   if (in.T <= 0) return;
   check_rows("fused norm + QKV", in);
+  if (!qkv_raw && (a.q_norm || a.k_norm))  // head norms need whole heads: rope_kv_write does them
+    throw std::runtime_error("fused norm + QKV: q/k head norms need the raw output (qkv_raw) and launch_rope_kv_write");
   const int grid = grid_for((s.n_head + 2 * s.n_kv) * (s.head_dim / 2), sm_count);
   CONVEYOR_LAUNCH(fused_norm_qkv_kernel, grid, kThreads, prologue_bytes(in.T, in.d), stream, m, in.x, in.w, in.eps,
                   in.T, in.d, wqkv, rope, s, a, qkv_raw, q_out, k_cache, v_cache);

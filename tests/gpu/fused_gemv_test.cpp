@@ -149,6 +149,14 @@ BOOST_AUTO_TEST_CASE(fused_norm_qkv_rope_and_kv_write) {
   };
   for (const qkv_case& c : cases)
     for (int32_t T = 1; T <= kFusedMaxRows; ++T) check_qkv(c, T, T % 2 ? 1 : 132, rng);
+  // Head norms without the raw output would be skipped silently: refused.
+  dev_array<float> buf(64);
+  rope_kv_args a;
+  a.n_rot = 32;
+  a.q_norm = a.k_norm = buf.get();
+  BOOST_CHECK_THROW(launch_fused_norm_qkv(step_meta{}, {buf.get(), buf.get(), 1, 32, kEps}, nullptr, nullptr, kv_shape{1, 1, 32, 4},
+                                          a, nullptr, nullptr, nullptr, nullptr, 1, nullptr),
+                    std::runtime_error);
 }
 
 // Gate rows of std 1 against up rows of 0.1 would hide little; both random, and a norm weight
