@@ -22,6 +22,9 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kRows = kFusedMaxRows;
+// Dynamic shared memory: the warps' partial sums of squares, then the normalized rows. No static
+// shared memory, so the kernels' limit can be the device's whole opt-in size.
+constexpr size_t kPartBytes = kWarps * kRows * sizeof(double);
 constexpr int kCtasPerSm = 4;  // grid cap: enough loads in flight; more CTAs would only repeat the prologue
 
 // 16 bytes of bf16 as one load, typed as what they hold (a uint4 read back as bf16 pairs would
@@ -128,8 +131,9 @@ fused_norm_qkv_kernel(step_meta m, const float* __restrict__ x, const float* __r
                       int32_t T, int32_t d, const bf16* __restrict__ wqkv, const float2* __restrict__ rope, kv_shape s,
                       rope_kv_args a, float* __restrict__ qkv_raw, bf16* __restrict__ q_out, bf16* __restrict__ k_cache,
                       bf16* __restrict__ v_cache) {
-  CONVEYOR_DYNAMIC_SHARED(bf16, h_s);
-  CONVEYOR_SHARED(double[kWarps * kRows], part);
+  CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
+  double* part = reinterpret_cast<double*>(smem);
+  bf16* h_s = reinterpret_cast<bf16*>(smem + kPartBytes);
   norm_rows_to_shared(x, norm_w, T, d, norm_eps, h_s, part);
   const int32_t half = s.head_dim / 2, rot_half = a.n_rot / 2, n_heads = s.n_head + 2 * s.n_kv, lane = threadIdx.x % 32;
   const int64_t width = static_cast<int64_t>(n_heads) * s.head_dim;
@@ -176,8 +180,9 @@ CONVEYOR_UNROLL
 __global__ void __launch_bounds__(kThreads)
 fused_norm_gate_up_kernel(const float* __restrict__ x, const float* __restrict__ norm_w, float norm_eps, int32_t T,
                           int32_t d, const bf16* __restrict__ w_gate_up, int32_t ff, bf16* __restrict__ act) {
-  CONVEYOR_DYNAMIC_SHARED(bf16, h_s);
-  CONVEYOR_SHARED(double[kWarps * kRows], part);
+  CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
+  double* part = reinterpret_cast<double*>(smem);
+  bf16* h_s = reinterpret_cast<bf16*>(smem + kPartBytes);
   norm_rows_to_shared(x, norm_w, T, d, norm_eps, h_s, part);
   const int32_t lane = threadIdx.x % 32;
   for (int32_t u = blockIdx.x * kWarps + threadIdx.x / 32; u < ff; u += gridDim.x * kWarps) {  // warp-uniform
@@ -189,7 +194,7 @@ CONVEYOR_UNROLL
   }
 }
 
-size_t prologue_bytes(int32_t T, int32_t d) { return static_cast<size_t>(T) * d * sizeof(bf16); }
+size_t prologue_bytes(int32_t T, int32_t d) { return kPartBytes + static_cast<size_t>(T) * d * sizeof(bf16); }
 
 // The current device's opt-in shared-memory limit, set as both kernels' limit there on first use
 // (function attributes are per device; attention.cu does the same for its kernel).

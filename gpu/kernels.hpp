@@ -86,8 +86,8 @@ struct norm_input {
   float eps = 1e-6f;
 };
 
-/// The most rows (<= kFusedMaxRows) whose normalized copy (T * d bf16) fits the current device's
-/// shared memory: 0 when not even one does. Also sets the kernels' shared-memory limit.
+/// The most rows (<= kFusedMaxRows) whose normalized copy (T * d bf16, + 512 B) fits the current
+/// device's shared memory: 0 when not even one does. Also sets the kernels' shared-memory limit.
 int32_t fused_gemv_max_rows(int32_t d);
 
 /// norm + QKV (+ bias + RoPE + q and K/V writes, as launch_rope_kv_write with a.q_norm unset).
