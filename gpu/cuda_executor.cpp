@@ -93,6 +93,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   if (o.cuda_graphs)
     for (int32_t b : kBuckets)
       if (b <= graph_max) buckets_.push_back(b);
+  fused_rows_ = o.fused_decode ? fused_gemv_max_rows(cfg_.n_embd) : 0;
   max_splits_ = kMaxSplits;
   split_tokens_cap_ = graph_max;
   // A graph launches as many splits as the eager policy could choose for any context up to
@@ -104,7 +105,6 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
                 nkv = int64_t{cfg_.n_head_kv} * hd, ff = cfg_.n_ff;
   auto carve = [&](device_arena& a) {
     x_ = a.take<float>(T * d);
-    delta_ = a.take<float>(T * d);
     h_ = a.take<bf16>(T * d);
     qkv_ = a.take<float>(T * (nq + 2 * nkv));
     q_ = a.take<bf16>(T * nq);

@@ -1,13 +1,14 @@
 // The CUDA executor: one fused forward step over the flattened tokens of every scheduled
 // sequence, with the CPU executor's semantics (model/cpu_executor.hpp) and bf16 weights. Per
-// layer: RMSNorm (+ the residual add) -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write
-// (one kernel; the bias and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O
-// GEMM -> RMSNorm (+ residual) -> gate/up GEMM -> SwiGLU -> down GEMM; then the final norm and
-// LM head on the sampled rows only, and sampling on the device. Only the sampled ids and their
-// log-probabilities come back to the host. Decode-only steps replay CUDA graphs captured per
-// bucketed batch size; steps are pipelined (submit() returns at once, collect() waits), so the
-// host plans and uploads step N+1 while the GPU runs step N. docs/gpu.md has the memory layout
-// and the napkin math.
+// layer: RMSNorm -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write (one kernel; the bias
+// and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O GEMM added into the
+// residual stream -> RMSNorm -> gate/up GEMM -> SwiGLU -> down GEMM added into the residual
+// stream; then the final norm and LM head on the sampled rows only, and sampling on the device.
+// Only the sampled ids and their log-probabilities come back to the host. Decode-only steps
+// replay CUDA graphs captured per bucketed batch size. Steps of up to 8 token rows fuse each
+// norm into the GEMV after it (gpu/fused_gemv.cu). Steps are pipelined (submit() returns at once,
+// collect() waits), so the host plans and uploads step N+1 while the GPU runs step N.
+// docs/gpu.md has the memory layout and the napkin math.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -70,6 +71,8 @@ public:
     int32_t active() const { return split_len > 0 ? (max_ctx + split_len - 1) / split_len : 1; }
   };
   const split_info& last_split() const { return last_split_; }
+  /// Whether the last step ran the fused decode GEMVs (gpu/fused_gemv.cu) instead of cuBLASLt.
+  bool last_step_fused() const { return last_fused_; }
 
 private:
   void init(const model::gguf_file* f, const cuda_executor_options& o);
@@ -104,6 +107,9 @@ private:
   std::unique_ptr<step_meta_buffer> meta_;
   int32_t tile_tokens_ = 1, group_ = 1, max_splits_ = 1, split_tokens_cap_ = 0;
   int32_t graph_splits_ = 1;
+  /// Steps of at most this many token rows take the fused decode GEMVs (0: never).
+  int32_t fused_rows_ = 0;
+  bool last_fused_ = false;
   std::vector<int32_t> buckets_;
   std::map<int32_t, cudaGraphExec_t> graphs_;
   int32_t last_samples_ = 0;
@@ -111,12 +117,11 @@ private:
 
   // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.seqs).
   float* x_ = nullptr;       // (T, d) residual stream
-  float* delta_ = nullptr;   // (T, d) output of O / down projections, added by the next norm
-  bf16* h_ = nullptr;        // (T, d) normalized
+  bf16* h_ = nullptr;        // (T, d) normalized (cuBLASLt path)
   float* qkv_ = nullptr;     // (T, nq + 2 nkv)
   bf16* q_ = nullptr;        // (T, nq) rotated queries
   bf16* attn_ = nullptr;     // (T, nq)
-  bf16* gu_ = nullptr;       // (T, 2 ff)
+  bf16* gu_ = nullptr;       // (T, 2 ff) (cuBLASLt path)
   bf16* act_ = nullptr;      // (T, ff)
   bf16* hs_ = nullptr;       // (S, d) normed sampled rows
   float* logits_ = nullptr;  // (S, vocab)

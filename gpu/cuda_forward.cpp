@@ -26,24 +26,40 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
   cudaStream_t st = stream_;
 
   launch_embedding(m.tokens, prev_ids_, w_.token_embd, x_, T, d, st);
+  // Steps of up to fused_rows_ token rows (decode batches of 1..8, graph buckets included) take
+  // the fused GEMVs: norm + QKV + RoPE and norm + gate/up + SwiGLU, 5 launches per layer instead
+  // of 9 (6 for qwen3: its head norms need whole heads and stay in rope_kv_write). The O and
+  // down projections add into the residual stream x themselves (cuBLASLt beta = 1) on both paths.
+  const bool fused = T <= fused_rows_;
+  last_fused_ = fused;
+  const bool qk_norm = cfg_.qk_norm;
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     const device_layer& L = w_.layers[static_cast<size_t>(l)];
     bf16* kc = k_cache_ + l * layer_kv_elems_;
     bf16* vc = v_cache_ + l * layer_kv_elems_;
-    // The previous layer's down projection is added to the residual stream here.
-    launch_rmsnorm(x_, l == 0 ? nullptr : delta_, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
-    gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
     const rope_kv_args ra{cfg_.n_rot, cfg_.rope == model::rope_pairs::neox, L.qkv_bias, L.q_norm, L.k_norm, cfg_.rms_eps};
-    launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
+    if (fused) {
+      launch_fused_norm_qkv(m, {x_, L.attn_norm, T, d, cfg_.rms_eps}, L.wqkv, rope_, ks, ra, qk_norm ? qkv_ : nullptr, q_,
+                            kc, vc, sm_count_, st);
+      if (qk_norm) launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
+    } else {
+      launch_rmsnorm(x_, nullptr, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
+      gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
+      launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
+    }
     launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
-    gemm_->run(attn_, L.wo, delta_, true, T, d, nq, 0.0f, st);
-    launch_rmsnorm(x_, delta_, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
-    gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
-    launch_swiglu(gu_, act_, T, ff, st);
-    gemm_->run(act_, L.w_down, delta_, true, T, d, ff, 0.0f, st);
+    gemm_->run(attn_, L.wo, x_, true, T, d, nq, 1.0f, st);  // x += attn Wo^T
+    if (fused) {
+      launch_fused_norm_gate_up({x_, L.ffn_norm, T, d, cfg_.rms_eps}, L.w_gate_up, ff, act_, sm_count_, st);
+    } else {
+      launch_rmsnorm(x_, nullptr, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
+      gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
+      launch_swiglu(gu_, act_, T, ff, st);
+    }
+    gemm_->run(act_, L.w_down, x_, true, T, d, ff, 1.0f, st);  // x += act Wdown^T
   }
-  // Final norm (with the last residual add) and LM head for the sampled rows only.
-  launch_rmsnorm(x_, delta_, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
+  // Final norm and LM head for the sampled rows only.
+  launch_rmsnorm(x_, nullptr, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
   gemm_->run(hs_, w_.lm_head, logits_, true, S, cfg_.vocab_size, d, 0.0f, st);
   launch_sample(logits_, S, cfg_.vocab_size, m.sampling, out_ids_, out_lp_, st);
 }

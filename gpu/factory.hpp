@@ -33,6 +33,9 @@ struct cuda_executor_options {
   int32_t max_num_seqs = 256;
   /// Capture decode-only steps as CUDA graphs at bucketed batch sizes.
   bool cuda_graphs = true;
+  /// Steps of up to 8 token rows run the fused decode GEMVs (norm + QKV + RoPE, norm + gate/up +
+  /// SwiGLU); false: cuBLASLt for every step (comparisons, benchmarks).
+  bool fused_decode = true;
   /// Seed of the random weights of make_cuda_executor_dummy.
   uint64_t dummy_seed = 1234;
 };

@@ -51,7 +51,8 @@ void launch_embedding(const int32_t* tokens, const int32_t* prev_ids, const bf16
                       cudaStream_t stream);
 
 // rmsnorm.cu: for each output row i < n_rows, r = rows ? rows[i] : i; when delta is given,
-// x[r] += delta[r] first (written back: the fused residual add); then
+// x[r] += delta[r] first (written back: a fused residual add; the executor passes none, its O and
+// down GEMMs add into x with beta = 1); then
 // out[i] = bf16(x[r] / sqrt(mean(x[r]^2) + eps) * w).
 void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const float* w, bf16* out, int32_t n_rows,
                     int32_t d, float eps, cudaStream_t stream);
@@ -73,6 +74,37 @@ struct rope_kv_args {
 // pair (the frequency scaling is in the table).
 void launch_rope_kv_write(const step_meta& m, const float* qkv, const float2* rope, bf16* q_out, bf16* k_cache,
                           bf16* v_cache, int32_t T, const kv_shape& s, const rope_kv_args& a, cudaStream_t stream);
+
+// fused_gemv.cu: decode GEMVs with the RMSNorm in front and the next element-wise step behind
+// (docs/gpu.md §3), for steps of T <= kFusedMaxRows rows: each CTA normalizes the T rows of x
+// into shared memory itself. The cuBLASLt path takes larger steps.
+constexpr int32_t kFusedMaxRows = 8;
+
+/// The fused kernels' input: rows 0..T-1 of the residual stream x (T, d) f32 and the RMSNorm
+/// weight w (d) f32, normalized as launch_rmsnorm does (bf16-rounded, the GEMM input's type).
+struct norm_input {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  int32_t T = 0, d = 0;
+  float eps = 1e-6f;
+};
+
+/// The most rows (<= kFusedMaxRows) whose normalized copy (T * d bf16, + 512 B) fits the current
+/// device's shared memory: 0 when not even one does. Also sets the kernels' shared-memory limit.
+int32_t fused_gemv_max_rows(int32_t d);
+
+/// norm + QKV (+ bias + RoPE + q and K/V writes, as launch_rope_kv_write with a.q_norm unset).
+/// With qkv_raw set, writes the f32 product (T, (n_head + 2 n_kv) * head_dim) there instead and
+/// nothing else (qwen3: launch_rope_kv_write then adds the bias and head norms).
+/// sm_count sizes the grid (CUDA-graph capturable: no allocation, no host sync).
+void launch_fused_norm_qkv(const step_meta& m, const norm_input& in, const bf16* wqkv, const float2* rope,
+                           const kv_shape& s, const rope_kv_args& a, float* qkv_raw, bf16* q_out, bf16* k_cache,
+                           bf16* v_cache, int32_t sm_count, cudaStream_t stream);
+
+/// norm + gate/up + SwiGLU: act (T, ff) bf16 = silu(h Wgate^T) * (h Wup^T), w_gate_up (2 ff, d)
+/// holding the gate rows then the up rows.
+void launch_fused_norm_gate_up(const norm_input& in, const bf16* w_gate_up, int32_t ff, bf16* act, int32_t sm_count,
+                               cudaStream_t stream);
 
 /// Split along the context (flash-decoding): n_splits > 1 needs part_o (T, n_head, n_splits,
 /// head_dim) f32 and part_ml (T, n_head, n_splits, 2) f32.

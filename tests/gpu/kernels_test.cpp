@@ -1,6 +1,6 @@
 // Each element-wise kernel and the GEMM against a CPU reference on fresh random inputs, outputs
 // poisoned (NaN) before every run: embedding, RMSNorm (+ residual, + row gather), SwiGLU,
-// cuBLASLt GEMM (f32 and bf16 outputs). RoPE + KV write: rope_kv_test.cpp.
+// cuBLASLt GEMM (f32 and bf16 outputs, beta = 1 accumulation). RoPE + KV write: rope_kv_test.cpp.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -110,6 +110,28 @@ BOOST_AUTO_TEST_CASE(gemm_f32_and_bf16_outputs) {
       BOOST_TEST(rel_error(c32.download(), ref) < f32_bound);
       BOOST_TEST(rel_error(to_float(c16.download()), ref) < bf16_bound);
     }
+  }
+}
+
+// beta = 1 in place (C is D): the O and down projections add into the residual stream x this
+// way (gpu/cuda_forward.cpp), at decode and prefill row counts.
+BOOST_AUTO_TEST_CASE(gemm_accumulates_into_c_with_beta_1) {
+  std::mt19937 rng(9);
+  gemm_runner g;
+  struct shape { int32_t m, n, k; };
+  for (const shape sh : {shape{1, 96, 160}, shape{7, 75, 96}, shape{40, 96, 64}}) {
+    std::vector<float> a_f, w_f;
+    dev_array<bf16_bits> a(random_bf16(rng, size_t(sh.m) * sh.k, 1.0f, &a_f)), w(random_bf16(rng, size_t(sh.n) * sh.k, 0.05f, &w_f));
+    std::vector<float> ref = random_floats(rng, size_t(sh.m) * sh.n, 2.0f);
+    dev_array<float> c(ref);
+    for (int32_t i = 0; i < sh.m; ++i)
+      for (int32_t j = 0; j < sh.n; ++j) {
+        double acc = ref[size_t(i) * sh.n + j];
+        for (int32_t k = 0; k < sh.k; ++k) acc += double(a_f[size_t(i) * sh.k + k]) * w_f[size_t(j) * sh.k + k];
+        ref[size_t(i) * sh.n + j] = static_cast<float>(acc);
+      }
+    g.run(as_bf16(a), as_bf16(w), c.get(), true, sh.m, sh.n, sh.k, 1.0f, nullptr);
+    BOOST_TEST(rel_error(c.download(), ref) < f32_bound, "m " << sh.m << " n " << sh.n << " k " << sh.k);
   }
 }
 
