@@ -49,6 +49,9 @@ const char* op_name(warp_op op) {
     case warp_op::any: return "__any_sync";
     case warp_op::all: return "__all_sync";
     case warp_op::syncwarp: return "__syncwarp";
+    case warp_op::wmma_load: return "wmma::load_matrix_sync";
+    case warp_op::wmma_store: return "wmma::store_matrix_sync";
+    case warp_op::wmma_mma: return "wmma::mma_sync";
   }
   return "?";
 }
@@ -205,6 +208,17 @@ void try_complete_warp(runner& r, int i) {
       throw fault("divergent warp: lane " + std::to_string(lane) + " waits at " + op_name(g.op) + " (" +
                         where(g.site) + ") with another operation or mask");
   }
+  if (f.op == warp_op::wmma_load || f.op == warp_op::wmma_store || f.op == warp_op::wmma_mma) {
+    if (f.mask != 0xffffffffu) throw fault("wmma operations need all 32 lanes");
+    const wmma_call* calls[32];
+    for (int lane = 0; lane < 32; ++lane) {
+      const fiber& g = r.fibers[static_cast<size_t>(base + lane)];
+      if (g.site.line() != f.site.line() || std::strcmp(g.site.file_name(), f.site.file_name()) != 0)
+        throw fault("divergent warp: lane " + std::to_string(lane) + " waits at the same operation from " + where(g.site));
+      calls[lane] = reinterpret_cast<const wmma_call*>(g.in);
+    }
+    if (std::string e = wmma_complete(f.op, calls); !e.empty()) throw fault(e);
+  }
   uint64_t vote = 0;
   for (int lane = 0; lane < 32; ++lane)
     if ((f.mask >> lane) & 1u && r.fibers[static_cast<size_t>(base + lane)].in) vote |= 1ull << lane;
@@ -339,6 +353,17 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* typ
   r.static_end = end;
   r.slots.push_back({key, off});
   return r.smem + off;
+}
+
+void check_shared_range(const void* p, size_t bytes, const std::source_location& loc) {
+  const runner* r = tl_runner;
+  if (!r || !r->k) return;
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < r->smem || c >= r->smem + kSmemBytes) return;
+  const size_t have = r->slots.empty() ? r->k->dyn_smem : r->static_end, off = static_cast<size_t>(c - r->smem);
+  if (off + bytes > have)
+    throw fault_error("shared memory [" + std::to_string(off) + ", " + std::to_string(off + bytes) + ") runs past the block's " +
+                      std::to_string(have) + " B at " + where(loc));
 }
 
 void* dynamic_shared() {
