@@ -35,7 +35,7 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
     gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
     const rope_kv_args ra{cfg_.n_rot, cfg_.rope == model::rope_pairs::neox, L.qkv_bias, L.q_norm, L.k_norm, cfg_.rms_eps};
     launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
-    launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
+    launch_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.prefill_tiles, sh.max_tile_rows, ks, scale, split, st);
     gemm_->run(attn_, L.wo, delta_, true, T, d, nq, 0.0f, st);
     launch_rmsnorm(x_, delta_, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
     gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
