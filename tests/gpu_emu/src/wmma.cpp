@@ -48,11 +48,10 @@ int this_lane() {
 // The per-lane rules CUDA states for load/store: ldm a multiple of 16 bytes, the pointer 256-bit
 // aligned; and the tile within the block's shared memory when it is there.
 void check_tile(const void* p, unsigned ldm, size_t elem, const std::source_location& loc) {
-  if ((ldm * elem) % 16 != 0 || ldm < 16)
-    detail::device_fault(("wmma: ldm " + std::to_string(ldm) + " is not a multiple of " + std::to_string(16 / elem) +
-                          " elements (16 bytes) of at least 16")
-                             .c_str(),
-                         loc);
+  if ((ldm * elem) % 16 != 0)
+    detail::device_fault(
+        ("wmma: ldm " + std::to_string(ldm) + " is not a multiple of " + std::to_string(16 / elem) + " elements (16 bytes)").c_str(),
+        loc);
   if (reinterpret_cast<uintptr_t>(p) % 32 != 0) detail::device_fault("wmma: the tile pointer is not 256-bit aligned", loc);
   detail::check_shared_range(p, (15 * size_t{ldm} + 16) * elem, loc);
 }
