@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 
@@ -44,6 +45,7 @@ struct wmma_call {
   const void* b = nullptr;
   const float* c = nullptr;
   int kind_b = 0;
+  std::source_location site;  ///< the call's line: lanes at another wmma call of the same kind diverged
 };
 /// Runs when all 32 lanes wait at the same wmma operation (calls[lane] from fiber::in): checks
 /// that they agree on the arguments and, for mma_sync, computes every lane's D. Returns "" or

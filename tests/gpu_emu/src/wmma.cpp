@@ -6,6 +6,7 @@
 // rendezvous, when every lane's fragments are parked on its stack.
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "conveyor_emu/device_api.hpp"
@@ -60,7 +61,8 @@ size_t offset(int row, int col, unsigned ldm, bool col_major) {
   return col_major ? static_cast<size_t>(col) * ldm + static_cast<size_t>(row) : static_cast<size_t>(row) * ldm + static_cast<size_t>(col);
 }
 
-void rendezvous(warp_op op, const wmma_call& call, const std::source_location& loc) {
+void rendezvous(warp_op op, wmma_call& call, const std::source_location& loc) {
+  call.site = loc;
   detail::warp_exchange(op, 0xffffffffu, reinterpret_cast<uint64_t>(&call), 0, 32, loc);
 }
 
@@ -121,6 +123,9 @@ std::string wmma_complete(warp_op op, const wmma_call* const calls[32]) {
   const wmma_call& c0 = *calls[0];
   for (int lane = 1; lane < 32; ++lane) {
     const wmma_call& c = *calls[lane];
+    if (c.site.line() != c0.site.line() || std::strcmp(c.site.file_name(), c0.site.file_name()) != 0)
+      return "divergent warp: lane " + std::to_string(lane) + " waits at the same operation on line " +
+             std::to_string(c.site.line()) + ", lane 0 on line " + std::to_string(c0.site.line());
     if (c.kind != c0.kind || c.kind_b != c0.kind_b)
       return "lane " + std::to_string(lane) + " passes another fragment type than lane 0";
     if (op != warp_op::wmma_mma && (c.ptr != c0.ptr || c.ldm != c0.ldm || c.col_major != c0.col_major))

@@ -72,12 +72,16 @@ __global__ void store_then_read_kernel(const bf16* a, const bf16* b, float* d, i
 }
 
 // mode 0: lanes 16..31 skip the load; 1: a lane-dependent pointer; 2: ldm 12; 3: pointer + 8 B;
-// 4: a tile past the 1 KiB of dynamic shared memory.
+// 4: a tile past the 1 KiB of dynamic shared memory; 5: two halves of the warp at two loads.
 __global__ void bad_call_kernel(const bf16* a, int mode) {
   CONVEYOR_DYNAMIC_SHARED(bf16, buf);
   a_frag fa;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (mode == 0 && lane >= 16) return;
+  if (mode == 5 && lane >= 16) {
+    wmma::load_matrix_sync(fa, a, 16);
+    return;
+  }
   const bf16* p = mode == 1 ? a + 16 * (lane % 2) : mode == 3 ? a + 4 : mode == 4 ? buf + 384 : a;
   wmma::load_matrix_sync(fa, p, mode == 2 ? 12u : 16u);
 }
@@ -168,14 +172,15 @@ BOOST_AUTO_TEST_CASE(wmma_misuse_is_a_fault) {
   const operands o;
   bf16* a = to_device(std::vector<bf16>(1024, __float2bfloat16(1.0f)));
   cudaFuncSetAttribute(bad_call_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024);
-  const std::vector<std::string> want{"exited", "warp-uniform", "ldm 12", "256-bit aligned", "runs past the block's 1024 B"};
-  for (int mode = 0; mode < 5; ++mode) {
+  const std::vector<std::string> want{"exited", "warp-uniform", "ldm 12", "256-bit aligned", "runs past the block's 1024 B",
+                                      "divergent warp"};
+  for (int mode = 0; mode < 6; ++mode) {
     CONVEYOR_LAUNCH(bad_call_kernel, 1, 64, 1024, nullptr, a, mode);
     const std::string f = run_and_fault();
     BOOST_TEST(f.find(want[size_t(mode)]) != std::string::npos, "mode " << mode << ": " << f);
     BOOST_TEST(f.find("bad_call_kernel") != std::string::npos, f);
   }
-  CONVEYOR_LAUNCH(bad_call_kernel, 1, 64, 1024, nullptr, a, 5);  // a valid call after reset()
+  CONVEYOR_LAUNCH(bad_call_kernel, 1, 64, 1024, nullptr, a, 6);  // a valid call after reset()
   BOOST_TEST(run_and_fault() == "");
   cudaFree(a);
 }
