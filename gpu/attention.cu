@@ -4,7 +4,7 @@
 // K/V in tiles of 32 positions with an online softmax (FlashAttention's running max and sum).
 // Long decodes split the context (grid z, flash-decoding): each split writes an unnormalized
 // partial (O, m, l) and a combine kernel merges them. Arithmetic is on CUDA cores in f32 from
-// bf16 K/V; a tensor-core (mma) version is the next step for long prefills (docs/gpu.md).
+// bf16 K/V; prompt chunks' tiles go to attention_wmma.cu's tensor-core kernel where it applies.
 // K/V loads are pipelined: tile i+1's global loads go into registers before tile i's arithmetic
 // and are stored into the other of two shared-memory stages after it (register prefetch, every
 // arch), so a tile costs two barriers and its loads overlap the previous tile's arithmetic.
@@ -40,11 +40,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 __global__ void __launch_bounds__(kThreads)
 paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
                              const bf16* __restrict__ v_cache, bf16* __restrict__ out, kv_shape s, float scale,
-                             attn_split sp) {
+                             attn_split sp, int max_tile_tokens) {
   CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, hd = s.head_dim, G = s.n_head / s.n_kv;
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   const int first = m.tile_first[tile], count = m.tile_count[tile], R = count * G;
+  if (count > max_tile_tokens) return;  // another kernel's tile (launch_attention); CTA-uniform
   const int* table = m.blocks + m.seq_block_off[m.token_seq[first]];
   const int p0 = m.positions[first];  // tile rows are consecutive positions p0 .. p0 + count - 1
   const int ctx = p0 + count;
@@ -231,11 +232,11 @@ size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim) {
 // layer (~90 us at 3 TB/s); the arithmetic (4 * G = 16 FLOP per K/V byte pair) stays far under
 // the CUDA cores' rate, so decode attention is memory-bound and splits keep >= 2 CTAs per SM busy.
 // Prefill (2048-token prompt): 4 * T^2/2 * hd * n_head = 1.1e12 FLOP over 32 layers on CUDA cores
-// (~25 TFLOP/s reachable from shared memory): ~45 ms, about the GEMMs' time; hence tensor cores
-// next (docs/gpu.md).
+// (~25 TFLOP/s reachable from shared memory): ~45 ms, about the GEMMs' time; hence prompt
+// chunks on tensor cores (attention_wmma.cu, docs/gpu.md §4).
 void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
                             int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
-                            const attn_split& split, cudaStream_t stream) {
+                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens) {
   if (T <= 0 || n_tiles <= 0) return;
   if (s.head_dim % 8 != 0 || s.head_dim > kMaxHeadDim)  // the kernel's 16-byte pieces and prefetch registers
     throw std::runtime_error("paged attention: head_dim " + std::to_string(s.head_dim) +
@@ -246,7 +247,8 @@ void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cac
                              std::to_string(s.head_dim) + " need " + std::to_string(smem) +
                              " B of shared memory, more than the device allows ---> HINT: smaller query tiles");
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.n_kv), static_cast<unsigned>(std::max(1, split.n_splits)));
-  CONVEYOR_LAUNCH(paged_attention_tiled_kernel, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale, split);
+  CONVEYOR_LAUNCH(paged_attention_tiled_kernel, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale, split,
+                  max_tile_tokens);
   CUDA_CHECK_LAUNCH();
   if (split.n_splits > 1) {
     const dim3 cgrid(static_cast<unsigned>(T), static_cast<unsigned>(s.n_head));

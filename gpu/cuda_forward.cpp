@@ -47,7 +47,7 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
       gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
       launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
     }
-    launch_paged_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
+    launch_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.prefill_tiles, sh.max_tile_rows, ks, scale, split, st);
     gemm_->run(attn_, L.wo, x_, true, T, d, nq, 1.0f, st);  // x += attn Wo^T
     if (fused) {
       launch_fused_norm_gate_up({x_, L.ffn_norm, T, d, cfg_.rms_eps}, L.w_gate_up, ff, act_, sm_count_, st);

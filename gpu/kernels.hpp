@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstdint>
 
 namespace conveyor::gpu {
@@ -120,12 +121,28 @@ struct attn_split {
 
 // attention.cu: causal attention of every token row over its sequence's paged K/V, positions
 // 0..positions[t]; q and out are (T, n_head * head_dim) bf16. max_tile_rows bounds
-// tile_count * n_head / n_kv over the tiles (it sizes shared memory).
+// tile_count * n_head / n_kv over the tiles it takes (it sizes shared memory); tiles of more than
+// max_tile_tokens tokens are left to another kernel (attention_wmma.cu's).
 void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
                             int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
-                            const attn_split& split, cudaStream_t stream);
+                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens = INT32_MAX);
 /// Shared memory one attention CTA needs for `rows` query rows (for the launcher's limit check).
 size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim);
+
+// attention_wmma.cu: the same attention on tensor cores for the tiles of two tokens or more
+// (prompt chunks), one-token tiles skipped. Returns false, launching nothing, where it does not
+// apply: head_dim other than 32, 64, 128, more than 64 rows per tile, shared memory past the
+// device's opt-in limit.
+bool launch_paged_attention_wmma(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
+                                 int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale, cudaStream_t stream);
+/// Its shared memory per CTA (0: head_dim not supported).
+size_t paged_attention_wmma_smem_bytes(int32_t head_dim);
+/// One step's attention: with prefill tiles (prefill_tiles = tiles of two tokens or more) and no
+/// context split, those on tensor cores and the decode tiles on the CUDA-core kernel; otherwise
+/// (and wherever the wmma kernel does not apply) every tile on the CUDA-core kernel.
+void launch_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out, int32_t T,
+                      int32_t n_tiles, int32_t prefill_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
+                      const attn_split& split, cudaStream_t stream);
 
 // swiglu.cu: gu (T, 2 ff) bf16 = [gate | up] -> out (T, ff) bf16 = silu(gate) * up.
 void launch_swiglu(const bf16* gu, bf16* out, int32_t T, int32_t ff, cudaStream_t stream);

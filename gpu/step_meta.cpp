@@ -95,6 +95,7 @@ step_shape step_meta_buffer::fill(const step_plan& plan, int32_t pad_to, int32_t
       tfirst[sh.tiles] = row0 + i;
       tcount[sh.tiles] = std::min(per_tile, n - i);
       sh.max_tile_rows = std::max(sh.max_tile_rows, tcount[sh.tiles] * group);
+      sh.prefill_tiles += tcount[sh.tiles] > 1;
       ++sh.tiles;
     }
     if (s.sample) {

@@ -34,6 +34,7 @@ struct step_caps {
 struct step_shape {
   int32_t tokens = 0, seqs = 0, tiles = 0, max_tile_rows = 0, samples = 0, max_ctx = 0;
   int32_t previous_samples = 0;  ///< k_previous_sample tokens
+  int32_t prefill_tiles = 0;  ///< tiles of two tokens or more (prompt chunks: launch_attention)
   size_t upload_bytes = 0;
 };
 

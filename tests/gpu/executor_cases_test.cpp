@@ -3,7 +3,8 @@
 // logits): every block size 1..32, decode batches that are not a graph bucket (padding rows, also
 // with every block of the pool in use), non-greedy sampling, contexts past 1024 through the
 // split-and-combine path (graph and eager), 64 sequences per step, a Llama-3-shaped model
-// (head_dim 128, vocab 128256, llama3 RoPE divisors), and plans past the executor's capacities.
+// (head_dim 128, vocab 128256, llama3 RoPE divisors, prompt chunks on the tensor-core attention
+// kernel), and plans past the executor's capacities.
 #include <boost/test/unit_test.hpp>
 
 #include "gpu/cuda_executor.hpp"
@@ -178,14 +179,25 @@ BOOST_AUTO_TEST_CASE(llama3_shaped_model_end_to_end) {
   auto f = tiny_file("llama3", spec);
   model::cpu_executor cpu(f, cpu_opts(16, 16));
   cuda_executor gpu(f, gpu_opts(16, 16, true));
-  std::vector<lock_seq> seqs(2);
+  std::vector<lock_seq> seqs(3);
   seqs[0].prompt = prompt_of(21, spec.n_vocab, 1);
   seqs[1].prompt = prompt_of(9, spec.n_vocab, 2);
   seqs[1].sampling = sp(0.8f, 50, 0.95f, 0.0f, 42);
-  seqs[0].max_new = seqs[1].max_new = 3;
+  seqs[2].prompt = prompt_of(40, spec.n_vocab, 3);  // chunks of 17, 17, 6: two start mid-context
+  seqs[2].chunk = 17;
+  seqs[2].start_step = 1;
+  seqs[0].max_new = seqs[1].max_new = seqs[2].max_new = 3;
+#if defined(CONVEYOR_CUDA_EMU)
+  conveyor_emu::clear_launch_log();
+#endif
   int32_t rows = 0;
   const double err = lockstep(cpu, gpu, seqs, 4, rows);
   BOOST_TEST(err < 3e-2, "relative logit error " << err);
+#if defined(CONVEYOR_CUDA_EMU)  // the prompt chunks ran on tensor cores (the emulator's launch log)
+  int wmma_launches = 0;
+  for (const auto& l : conveyor_emu::launch_log()) wmma_launches += l.kernel.find("paged_attention_wmma_kernel") == 0;
+  BOOST_TEST(wmma_launches >= 2 * 3, "prefill steps x layers");
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(plans_past_the_capacities_are_rejected) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -39,18 +40,12 @@ constexpr size_t kSmemBytes = 256 * 1024;
 
 enum class fstate { runnable, barrier, warp, exited };
 
-const char* op_name(warp_op op) {
-  switch (op) {
-    case warp_op::shfl_xor: return "__shfl_xor_sync";
-    case warp_op::shfl_down: return "__shfl_down_sync";
-    case warp_op::shfl_up: return "__shfl_up_sync";
-    case warp_op::shfl_idx: return "__shfl_sync";
-    case warp_op::ballot: return "__ballot_sync";
-    case warp_op::any: return "__any_sync";
-    case warp_op::all: return "__all_sync";
-    case warp_op::syncwarp: return "__syncwarp";
-  }
-  return "?";
+const char* op_name(warp_op op) {  // in warp_op's order
+  static constexpr const char* names[] = {"__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync", "__shfl_sync",
+                                          "__ballot_sync",   "__any_sync",       "__all_sync",     "__syncwarp",
+                                          "wmma::load_matrix_sync", "wmma::store_matrix_sync", "wmma::mma_sync"};
+  static_assert(std::size(names) == static_cast<size_t>(warp_op::wmma_mma) + 1, "a name per warp_op");
+  return names[static_cast<size_t>(op)];
 }
 
 struct fiber {
@@ -139,7 +134,6 @@ void fiber_entry(long idx) {
   std::abort();  // an exited fiber is never resumed
 }
 
-
 void resume(runner& r, int i) {
   fiber& f = r.fibers[static_cast<size_t>(i)];
   threadIdx = f.tid;
@@ -204,6 +198,11 @@ void try_complete_warp(runner& r, int i) {
     if (g.op != f.op || g.mask != f.mask)
       throw fault("divergent warp: lane " + std::to_string(lane) + " waits at " + op_name(g.op) + " (" +
                         where(g.site) + ") with another operation or mask");
+  }
+  if (f.op == warp_op::wmma_load || f.op == warp_op::wmma_store || f.op == warp_op::wmma_mma) {
+    const wmma_call* calls[32];  // src/wmma.cpp checks that the lanes agree, and computes mma_sync
+    for (int lane = 0; lane < 32; ++lane) calls[lane] = reinterpret_cast<const wmma_call*>(r.fibers[static_cast<size_t>(base + lane)].in);
+    if (std::string e = wmma_complete(f.op, calls); !e.empty()) throw fault(e);
   }
   uint64_t vote = 0;
   for (int lane = 0; lane < 32; ++lane)
@@ -339,6 +338,15 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* typ
   r.static_end = end;
   r.slots.push_back({key, off});
   return r.smem + off;
+}
+
+void check_shared_range(const void* p, size_t bytes, const std::source_location& loc) {
+  const runner* r = tl_runner;
+  const size_t off = reinterpret_cast<uintptr_t>(p) - (r ? reinterpret_cast<uintptr_t>(r->smem) : 0);
+  if (!r || !r->k || off >= kSmemBytes) return;  // not in the block's shared memory (off wraps below it)
+  if (const size_t have = r->slots.empty() ? r->k->dyn_smem : r->static_end; off + bytes > have)
+    throw fault_error("shared memory [" + std::to_string(off) + ", " + std::to_string(off + bytes) + ") runs past the block's " +
+                      std::to_string(have) + " B at " + where(loc));
 }
 
 void* dynamic_shared() {

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <functional>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 
 #include "conveyor_emu/control.hpp"
+#include "conveyor_emu/device_api.hpp"
 #include "conveyor_emu/runtime_api.hpp"
 
 namespace conveyor_emu::detail {
@@ -31,6 +33,24 @@ void run_kernel(const kernel_launch& k);
 /// The seed of the random thread order, and reseeding this host thread's scheduler with it.
 uint64_t thread_order_seed();
 void reseed_thread_order(uint64_t seed);
+
+/// What one lane brings to a wmma rendezvous (src/wmma.cpp); fiber::in points at it.
+struct wmma_call {
+  int kind = 0;
+  const void* ptr = nullptr;  ///< load/store: the tile
+  unsigned ldm = 0;
+  bool col_major = false;
+  float* d = nullptr;  ///< mma: the lane's fragments
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const float* c = nullptr;
+  int kind_b = 0;
+  std::source_location site;  ///< the call's line: lanes at another wmma call of the same kind diverged
+};
+/// Runs when all 32 lanes wait at the same wmma operation (calls[lane] from fiber::in): checks
+/// that they agree on the arguments and, for mma_sync, computes every lane's D. Returns "" or
+/// what is wrong.
+std::string wmma_complete(warp_op op, const wmma_call* const calls[32]);
 
 /// Static shared memory one block may declare (CUDA's 48 KiB).
 constexpr size_t kStaticSmemLimit = 48 * 1024;

@@ -23,13 +23,16 @@ constexpr int warpSize = 32;
 
 namespace conveyor_emu {
 
-enum class warp_op : int { shfl_xor, shfl_down, shfl_up, shfl_idx, ballot, any, all, syncwarp };
+enum class warp_op : int { shfl_xor, shfl_down, shfl_up, shfl_idx, ballot, any, all, syncwarp, wmma_load, wmma_store, wmma_mma };
 
 namespace detail {
 void syncthreads(const std::source_location& loc);
 /// Rendezvous of the lanes in `mask` of the caller's warp; returns this lane's result bits.
 uint64_t warp_exchange(warp_op op, unsigned mask, uint64_t value, int param, int width, const std::source_location& loc);
 void* static_shared(const void* key, size_t bytes, size_t align, const char* type_name);
+/// Faults when [p, p + bytes) starts inside the block's shared memory and runs past what the
+/// launch has (dynamic plus the static variables declared so far).
+void check_shared_range(const void* p, size_t bytes, const std::source_location& loc);
 void* dynamic_shared();
 [[noreturn]] void device_fault(const char* what, const std::source_location& loc);
 } // namespace detail
