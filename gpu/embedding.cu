@@ -16,8 +16,8 @@ __global__ void embedding_gather_kernel(const int32_t* __restrict__ tokens, cons
   float* dst = x + t * d;
   if ((d & 7) == 0) {
     for (int32_t i = threadIdx.x * 8; i < d; i += blockDim.x * 8) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(src + i);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+      const bf16x8 raw = *reinterpret_cast<const bf16x8*>(src + i);
+      const __nv_bfloat162* h = raw.p;
       float4 a, b;
       float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
       float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);

@@ -27,12 +27,6 @@ constexpr int kRows = kFusedMaxRows;
 constexpr size_t kPartBytes = kWarps * kRows * sizeof(double);
 constexpr int kCtasPerSm = 4;  // grid cap: enough loads in flight; more CTAs would only repeat the prologue
 
-// 16 bytes of bf16 as one load, typed as what they hold (a uint4 read back as bf16 pairs would
-// break C++'s aliasing rules in the emulator's host build).
-struct alignas(16) bf16x8 {
-  __nv_bfloat162 p[4];
-};
-
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
 
 // The dims of pair i of a head, as rope_kv.cu pairs them: rotated pairs (i < n_rot/2) are

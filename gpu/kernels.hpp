@@ -13,6 +13,12 @@ namespace conveyor::gpu {
 
 using bf16 = __nv_bfloat16;
 
+/// 16 bytes of bf16 as one load, typed as what they hold (a uint4 read back as bf16 pairs would
+/// break C++'s aliasing rules in the emulator's host build).
+struct alignas(16) bf16x8 {
+  __nv_bfloat162 p[4];
+};
+
 /// How one sampled row draws its token (engine/sampling_params.hpp, plus the position that keys
 /// the counter-based coin of model/sampler.cpp).
 struct sample_param {

@@ -1,5 +1,5 @@
 // The three spellings gpu/'s kernels use for CUDA-only syntax, so that the same sources also
-// build as host C++ under the CPU emulator (tests/gpu_emu, docs/gpu.md §9), which defines
+// build as host C++ under the CPU emulator (tests/gpu_emu, docs/gpu-emulator.md), which defines
 // CONVEYOR_CUDA_EMU and these macros itself:
 //   CONVEYOR_LAUNCH(kernel, grid, block, smem, stream, args...)  kernel<<<grid, block, smem, stream>>>(args...)
 //   CONVEYOR_SHARED(T, name)            a block-wide __shared__ variable (T may be an array type)

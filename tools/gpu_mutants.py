@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation check of the CUDA executor against the CUDA emulation tier (docs/gpu.md §9).
+"""Mutation check of the CUDA executor against the CUDA emulation tier (docs/gpu-emulator.md).
 
 Seeds realistic GPU-code defects, one at a time, into a *scratch copy* of the source tree (the
 working tree's gpu/ is only ever read), rebuilds the `gpu_emu_tests` target there (ninja, ccache,
@@ -24,7 +24,7 @@ Each test case runs in its own process (a fault of the emulator is sticky for th
 process, as on a GPU), under a timeout: min(--case-timeout, what is left of --timeout for the
 mutant). A failing case is classified by what its output shows: `check` (a BOOST_TEST against
 the CPU reference failed), `exception` (a CUDA/cuBLASLt error or a C++ exception), `emu-fault` or
-`emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu.md §9), `crash` (a signal),
+`emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu-emulator.md), `crash` (a signal),
 `sanitizer` (ASan/UBSan, with --sanitize), `timeout`. A mutant that does not compile is a
 "compile error": reported separately, not a kill.
 """

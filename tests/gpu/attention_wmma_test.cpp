@@ -9,7 +9,7 @@
 // P.V (FlashAttention does the same) and normalizes by the sum of the rounded weights, so its
 // output is an exact average with weights off by <= 2^-9 relative each: ~1e-3 relative rms, as
 // much again from rounding the output to bf16. The bound is the tier's bf16 bound, 1e-2 (about
-// 5x the expected error); the mutants of docs/gpu.md §9 land at 0.1 and above.
+// 5x the expected error); the mutants of docs/gpu-emulator.md land at 0.1 and above.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The CUDA emulator's umbrella header: forced into every gpu/*.cu compiled as host C++ and
 // included by the shadow cuda_runtime_api.h, cuda_bf16.h, ... of tests/gpu_emu/include, so the
-// real CUDA headers are never seen in the emulated build. docs/gpu.md §9 says what it checks.
+// real CUDA headers are never seen in the emulated build. docs/gpu-emulator.md says what it checks.
 #pragma once
 
 #define CONVEYOR_CUDA_EMU 1

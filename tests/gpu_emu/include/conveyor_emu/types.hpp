@@ -1,4 +1,4 @@
-// CUDA's language surface for host C++ (the CPU emulator, docs/gpu.md §9): function qualifiers,
+// CUDA's language surface for host C++ (the CPU emulator, docs/gpu-emulator.md): function qualifiers,
 // dim3 and the vector types, bf16 with round-to-nearest-even conversions. Layouts and alignments
 // match the real headers, so host code that sizes or copies these types sees the same bytes.
 #pragma once
