@@ -1,5 +1,5 @@
 """tools/gpu_mutants.py's report: the table of mutants and the cases that killed each, as Markdown
-(docs/gpu.md) and as text."""
+(docs/gpu-emulator.md) and as text."""
 from __future__ import annotations
 
 
@@ -23,6 +23,26 @@ def killed_by_text(r: dict) -> str:
     return r["result"]
 
 
+def summary_markdown(report: dict) -> str:
+    """Per file of gpu/: how many mutants, how many killed, and how the kills showed (a mutant
+    counts once per way it was caught)."""
+    files: dict[str, list[dict]] = {}
+    for r in report["mutants"]:
+        files.setdefault(r["file"].removeprefix("gpu/"), []).append(r)
+    lines = ["| file | mutants | killed | survived | caught by |", "|---|---|---|---|---|"]
+    for f, rs in sorted(files.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        hows: dict[str, int] = {}
+        for r in rs:
+            for reason in sorted({x for how in r.get("killed_by", {}).values() for _, x in how}):
+                hows[reason] = hows.get(reason, 0) + 1
+        killed = sum(r["result"] == "killed" for r in rs)
+        caught = ", ".join(f"{k} {v}" for k, v in sorted(hows.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {f} | {len(rs)} | {killed} | {sum(r['result'] == 'survived' for r in rs)} | {caught} |")
+    lines.append(f"| **all** | **{report['scored']}** | **{report['killed']}** | **{report['survived']}** | "
+                 f"**{100 * report['kill_rate']:.1f}% killed** |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(report: dict) -> str:
     lines = [
         f"Commit `{report['commit']}` (plus working-tree changes: {report['dirty']}), tests: "
@@ -36,7 +56,7 @@ def markdown(report: dict) -> str:
     ]
     for i, r in enumerate(report["mutants"], 1):
         lines.append(f"| {i} | `{r['name']}` | {r['file'].removeprefix('gpu/')} | {r['breaks']} | {killed_by_text(r)} |")
-    return "\n".join(lines) + "\n"
+    return summary_markdown(report) + "\n" + "\n".join(lines) + "\n"
 
 
 def text_table(report: dict) -> str:
@@ -55,3 +75,12 @@ def text_table(report: dict) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+
+
+if __name__ == "__main__":
+    # Renders a saved report again: tools/gpu_mutant_report.py build-mutants/report.json > report.md
+    import json
+    import sys
+    if len(sys.argv) != 2:
+        sys.exit("usage: tools/gpu_mutant_report.py REPORT.json  (written by tools/gpu_mutants.py --json)")
+    sys.stdout.write(markdown(json.loads(open(sys.argv[1]).read())))

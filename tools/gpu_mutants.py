@@ -219,6 +219,13 @@ def main() -> int:
     started = time.monotonic()
     ws = Workspace(args.work.resolve(), args.jobs, args.sanitize)
     ws.prepare(args.tests_at)
+    # What the scratch tree was copied from (the working tree may change while the run goes on;
+    # mutated files are read from it, so leave gpu/ alone until the run ends).
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "gpu", "tests/gpu", "tests/gpu_emu"],
+                           capture_output=True, text=True).stdout.split("\n")
+    dirty = [d[3:] for d in dirty if d.strip()]
 
     def restore_all() -> None:
         for m in selected:
@@ -313,11 +320,6 @@ def main() -> int:
     survived = sum(r["result"] == "survived" for r in results)
     compile_errors = sum(r["result"] == "compile error" for r in results)
     scored = killed + survived + compile_errors
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "gpu", "tests/gpu", "tests/gpu_emu"],
-                           capture_output=True, text=True).stdout.split("\n")
-    dirty = [d[3:] for d in dirty if d.strip()]
     report = {
         "commit": commit,
         "dirty": ", ".join(dirty) if dirty else "none in gpu/ or tests/gpu*",

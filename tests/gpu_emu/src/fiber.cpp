@@ -76,7 +76,7 @@ struct runner {
   int n = 0, current = -1;
   std::string fault;
   alignas(256) unsigned char smem[kSmemBytes];
-  size_t dyn_end = 0, static_end = 0;
+  size_t dyn_end = 0, static_end = 0, guard_end = 0;
   std::vector<shared_slot> slots;
   const void* sched_bottom = nullptr;
   size_t sched_size = 0;
@@ -247,8 +247,11 @@ void run_block(runner& r) {
 #if CONVEYOR_EMU_ASAN
   ASAN_UNPOISON_MEMORY_REGION(r.smem, r.k->dyn_smem);
   ASAN_POISON_MEMORY_REGION(r.smem + r.k->dyn_smem, kSmemBytes - r.k->dyn_smem);
+  r.guard_end = r.k->dyn_smem;  // ASan guards what lies past it
+#else
+  r.guard_end = std::min(kSmemBytes, r.k->dyn_smem + kSmemGuardBytes);
 #endif
-  std::memset(r.smem, 0xFF, r.k->dyn_smem);
+  std::memset(r.smem, 0xFF, r.guard_end);  // garbage (NaN) in the launch's memory and the guard band
   const dim3 b = r.k->block;
   for (int i = 0; i < r.n; ++i) {
     fiber& f = r.fibers[static_cast<size_t>(i)];
@@ -283,7 +286,7 @@ void run_block(runner& r) {
       exited += r.fibers[static_cast<size_t>(i)].state == fstate::exited;
       at_barrier += r.fibers[static_cast<size_t>(i)].state == fstate::barrier;
     }
-    if (exited == r.n) return;
+    if (exited == r.n) return check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
     if (at_barrier == r.n) {
       const std::source_location& s0 = r.fibers[0].site;
       for (int i = 1; i < r.n; ++i) {

@@ -1,6 +1,6 @@
 // The emulator's own checks: each fault it claims to find is provoked by a small kernel and must
 // be reported (divergent __syncthreads, deadlocks, shuffles naming absent or exited lanes, shared
-// memory over the limits, launch geometry), warp operations must compute what CUDA defines, and
+// memory over the limits or stored past the launch's size, launch geometry), warp operations must compute what CUDA defines, and
 // the runtime must behave like CUDA where gpu/ relies on it: lazy streams, pinned vs pageable
 // copies, graph capture refusing prohibited calls, replay with the captured arguments.
 #include <boost/test/unit_test.hpp>
@@ -75,6 +75,15 @@ __global__ void dynamic_smem_kernel(float* out, int n) {
   for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) buf[i] = static_cast<float>(i);
   __syncthreads();
   out[threadIdx.x] = buf[n - 1 - static_cast<int>(threadIdx.x)];
+}
+
+__global__ void static_and_dynamic_smem_kernel(int* out, int n) {
+  CONVEYOR_SHARED(int[32], tile);
+  CONVEYOR_DYNAMIC_SHARED(int, buf);
+  tile[threadIdx.x] = 1;
+  if (static_cast<int>(threadIdx.x) < n) buf[threadIdx.x] = 2;
+  __syncthreads();
+  out[threadIdx.x] = tile[31 - threadIdx.x] + (static_cast<int>(threadIdx.x) < n ? buf[threadIdx.x] : 0);
 }
 
 __global__ void add_kernel(int* p, int v) { p[threadIdx.x] += v; }
@@ -162,6 +171,28 @@ BOOST_AUTO_TEST_CASE(shared_memory_and_its_limits) {
   BOOST_TEST(cudaFuncSetAttribute(dynamic_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) == cudaErrorInvalidValue);
   cudaFree(out);
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // under ASan the bytes past the launch's size are poisoned: an ASan report
+BOOST_AUTO_TEST_CASE(stores_past_the_dynamic_size_are_faults) {
+  float* out = nullptr;
+  BOOST_REQUIRE(cudaMalloc(&out, 128 * sizeof(float)) == cudaSuccess);
+  CONVEYOR_LAUNCH(dynamic_smem_kernel, 2, 128, 1000 * sizeof(float) - 4, nullptr, out, 1000);  // one float short
+  std::string f = run_and_fault();
+  BOOST_TEST(f.find("written past the block's own at byte 3996 (dynamic 3996 B") != std::string::npos, f);
+  BOOST_TEST(f.find("dynamic_smem_kernel") != std::string::npos, f);
+  cudaFree(out);
+
+  device_ints d(32);
+  CONVEYOR_LAUNCH(static_and_dynamic_smem_kernel, 1, 32, 25 * sizeof(int), nullptr, d.p, 25);  // fits
+  BOOST_REQUIRE(run_and_fault() == "");
+  BOOST_TEST(d.get(32)[24] == 3);
+  BOOST_TEST(d.get(32)[25] == 1);
+  // 26 ints in 100 B: the last lands in the padding before the static tile (byte 256).
+  CONVEYOR_LAUNCH(static_and_dynamic_smem_kernel, 1, 32, 25 * sizeof(int), nullptr, d.p, 26);
+  f = run_and_fault();
+  BOOST_TEST(f.find("at byte 100 (dynamic 100 B from the launch, static 128 B from byte 256)") != std::string::npos, f);
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(launch_geometry_limits) {
   device_ints d(1);
