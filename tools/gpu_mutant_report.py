@@ -29,7 +29,7 @@ def summary_markdown(report: dict) -> str:
     files: dict[str, list[dict]] = {}
     for r in report["mutants"]:
         files.setdefault(r["file"].removeprefix("gpu/"), []).append(r)
-    lines = ["| file | mutants | killed | survived | caught by |", "|---|---|---|---|---|"]
+    lines = ["| file | mutants | killed | survived | how (mutants) |", "|---|---|---|---|---|"]
     for f, rs in sorted(files.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         hows: dict[str, int] = {}
         for r in rs:
