@@ -90,8 +90,8 @@ echo "== gpu_tests"
 rc_tests=${PIPESTATUS[0]}
 
 # compute-sanitizer: each tool's log in $RES; its exit code 9 means it reported errors.
-san_suites=gpu_kernels,gpu_attention_sampling,gpu_arena
-[ "$SAN" = all ] && san_suites=gpu_kernels,gpu_attention_sampling,gpu_arena,gpu_executor,gpu_executor_cases
+san_suites=gpu_kernels,gpu_attention_sampling,gpu_attention_wmma,gpu_arena
+[ "$SAN" = all ] && san_suites=$san_suites,gpu_executor,gpu_executor_cases,gpu_executor_archs,gpu_executor_fused,gpu_pipeline
 SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 rc_san=skipped
 if [ "$SAN" != none ]; then
