@@ -219,8 +219,9 @@ def main() -> int:
     started = time.monotonic()
     ws = Workspace(args.work.resolve(), args.jobs, args.sanitize)
     ws.prepare(args.tests_at)
-    # What the scratch tree was copied from (the working tree may change while the run goes on;
-    # mutated files are read from it, so leave gpu/ alone until the run ends).
+    # What the scratch tree was copied from: the run uses only this copy, so the working tree may
+    # change while it goes on. Each mutant applies to (and is undone to) its file as copied here.
+    originals = {m.file: ws.scratch(m.file).read_text() for m in selected}
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "gpu", "tests/gpu", "tests/gpu_emu"],
@@ -230,9 +231,8 @@ def main() -> int:
     def restore_all() -> None:
         for m in selected:
             dst = ws.scratch(m.file)
-            orig = (REPO / m.file).read_bytes()
-            if dst.read_bytes() != orig:
-                dst.write_bytes(orig)
+            if dst.read_text() != originals[m.file]:
+                dst.write_text(originals[m.file])
 
     def on_signal(signum, _frame):
         child = gpu_mutant_run._current_child
@@ -287,7 +287,7 @@ def main() -> int:
             continue
         log(f"[{idx}/{len(selected)}] {m.name} ({m.file}): {m.breaks}")
         dst = ws.scratch(m.file)
-        orig = (REPO / m.file).read_text()
+        orig = originals[m.file]
         try:
             dst.write_text(orig.replace(m.original, m.replacement, 1))
             ok, out, secs = ws.compile()

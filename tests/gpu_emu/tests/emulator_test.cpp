@@ -1,8 +1,9 @@
 // The emulator's own checks: each fault it claims to find is provoked by a small kernel and must
 // be reported (divergent __syncthreads, deadlocks, shuffles naming absent or exited lanes, shared
-// memory over the limits or stored past the launch's size, launch geometry), warp operations must compute what CUDA defines, and
-// the runtime must behave like CUDA where gpu/ relies on it: lazy streams, pinned vs pageable
-// copies, graph capture refusing prohibited calls, replay with the captured arguments.
+// memory over the limits or stored past the launch's size, launch geometry), warp operations
+// must compute what CUDA defines, and the runtime must behave like CUDA where gpu/ relies on it:
+// lazy streams, pinned vs pageable copies, graph capture refusing prohibited calls, replay with
+// the captured arguments.
 #include <boost/test/unit_test.hpp>
 
 #include <cuda_runtime_api.h>
