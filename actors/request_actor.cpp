@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "model/text_stream.hpp"
 #include "schemas/events.hpp"
@@ -32,6 +33,12 @@ struct request_state {
   // The `accepted` reply waits for the journal's commit; a job may end meanwhile (the scheduler
   // runs it at once): the actor then lives on until the reply is out.
   bool accept_pending = false, quit_when_answered = false;
+  // The scheduler's answer to the submit has been handled. A job whose deadline has passed at
+  // submit ends inside the scheduler's submit handler, so its end can reach this actor before
+  // the answer does: it waits here until the answer is handled, so the producer always gets its
+  // reply (and the `accepted` event its seq 0) before the job's end goes out.
+  bool submit_answered = false;
+  std::optional<job_end> early_end;
 };
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
@@ -162,7 +169,12 @@ void answer_accepted(self_ptr self) {
   st.accept_pending = true;
   auto answered = [self](bool ok) {
     auto& st = self->state;
-    if (ok) st.to.send(schemas::encode(schemas::submit_reply{st.job.id}));  // else the journal failed: the server stops
+    if (ok) st.to.send(schemas::encode(schemas::submit_reply{st.job.id}));
+    else  // the journal could not store the job: it is not `accepted` (its events are not sent)
+      st.to.send(schemas::encode(schemas::error_reply{st.job.id, schemas::error_code::internal,
+                                                      "the job journal could not store this job; it does not run. Retry "
+                                                      "(under a new id if it says duplicate) or see the server's log",
+                                                      {}}));
     st.accept_pending = false;
     if (st.quit_when_answered) self->quit();
   };
@@ -205,6 +217,7 @@ void start(self_ptr self) {
       .then(
           [self](submit_answer& a) {
             auto& st = self->state;
+            st.submit_answered = true;
             if (auto* why = std::get_if<refusal>(&a.outcome)) {
               if (st.resume) return resume_failed(self, *why);
               refuse_submit(st.ctx, st.to, st.job.id, *why);
@@ -213,9 +226,11 @@ void start(self_ptr self) {
             }
             st.sid = std::get<seq_id>(a.outcome);
             if (!st.resume) answer_accepted(self);
+            if (st.early_end) on_end(self, *std::exchange(st.early_end, std::nullopt));
           },
           [self](caf::error& e) {
             auto& st = self->state;
+            st.submit_answered = true;
             const refusal why{refusal_code::internal, "scheduler unavailable: " + self->system().render(e)};
             if (st.resume) return resume_failed(self, why);
             refuse_submit(st.ctx, st.to, st.job.id, why);
@@ -342,7 +357,10 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
   return {
       [self](r_start_atom) { start(self); },
       [self](r_tokens_atom, const token_batch& b) { return on_tokens(self, b); },
-      [self](r_end_atom, const job_end& end) { on_end(self, end); },
+      [self](r_end_atom, const job_end& end) {
+        if (self->state.submit_answered) on_end(self, end);
+        else self->state.early_end = end;  // handled right after the submit's answer
+      },
   };
 }
 
