@@ -15,6 +15,7 @@ namespace {
 struct job_log {
   std::vector<schemas::wire_bytes> events;
   bool complete = false;
+  double completed_at = 0.0;  // now_s() of its terminal event
 };
 
 struct publisher_state {
@@ -32,7 +33,10 @@ struct publisher_state {
   // Jobs the scheduler runs before their `accepted` reached this actor (the scheduler admits a
   // job at once; its request actor asks for the commit after): marked with their request.
   std::unordered_set<std::string> running_unstored, cancelled_unstored;
-  std::vector<caf::response_promise> waiting;
+  // Requests answered by the next flush, each with its job (empty: several jobs, p_running).
+  std::vector<std::pair<std::string, caf::response_promise>> waiting;
+  // Jobs whose writes the journal refused (journal::commit): stopped, their later events dropped.
+  std::unordered_set<std::string> refused;
   bool flush_armed = false, broken = false;
 };
 
@@ -43,7 +47,8 @@ std::string_view as_view(const schemas::wire_bytes& b) { return {reinterpret_cas
 void prune(publisher_state& st, double now) {
   while (!st.completed.empty() &&
          (st.completed.front().first + st.cfg.retention_s < now || st.completed.size() > st.cfg.max_retained_jobs)) {
-    st.logs.erase(st.completed.front().second);
+    auto it = st.logs.find(st.completed.front().second);  // (a newer job of the same id keeps its log)
+    if (it != st.logs.end() && it->second.complete && it->second.completed_at == st.completed.front().first) st.logs.erase(it);
     st.completed.pop_front();
   }
   if (st.cfg.journal && !st.broken && st.ticks % 5 == 0) {
@@ -63,7 +68,8 @@ void send_logged(publisher_state& st, const std::string& job_id, schemas::wire_b
   log.events.push_back(std::move(event));
   if (terminal && !log.complete) {
     log.complete = true;
-    st.completed.emplace_back(now_s(), job_id);
+    log.completed_at = now_s();
+    st.completed.emplace_back(log.completed_at, job_id);
   }
 }
 
@@ -73,31 +79,59 @@ void arm_flush(self_ptr self) {
   self->send(self, p_flush_atom::value);
 }
 
+// A job whose writes the journal refused (a constraint broken: an event seq stored twice, a bug
+// upstream): it stops (the scheduler cancels it), its producer gets an error event in place of
+// the events the journal lacks, and its later events are dropped. The other jobs go on.
+void refuse_job(self_ptr self, const journal::refused_job& r) {
+  auto& st = self->state;
+  std::fprintf(stderr, "conveyor: journal %s: could not store job '%s' (%s); the job is stopped, the server goes on\n",
+               st.cfg.journal->path().c_str(), r.job_id.c_str(), r.why.c_str());
+  st.refused.insert(r.job_id);
+  caf::anon_send(st.sched, s_cancel_atom::value, r.job_id);
+  schemas::error_event ev;
+  ev.id = r.job_id;
+  ev.seq = st.logs[r.job_id].events.size();
+  ev.code = schemas::error_code::internal;
+  ev.message = "the job journal could not store this job's events (" + r.why + "); the job was stopped";
+  send_logged(st, r.job_id, schemas::encode(ev), true);
+}
+
 // Commits the buffer, then sends its events and answers the requests waiting on it.
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_armed = false;
   if (st.broken) return;
   st.batch.now_unix = unix_now();
+  std::vector<journal::refused_job> refused;
   try {
-    st.cfg.journal->commit(st.batch);
+    refused = st.cfg.journal->commit(st.batch);
   } catch (const journal::journal_error& e) {
     // Nothing of this batch goes out: a producer never holds an `accepted` or an event the
-    // journal lacks. The server stops; after a restart the journal's jobs resume.
+    // journal lacks. The server stops (the disk failed: no job can be made durable); after a
+    // restart the journal's jobs resume.
     st.broken = true;
     st.batch.clear();
     st.buffered.clear();
-    for (auto& rp : st.waiting) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
+    for (auto& [id, rp] : st.waiting) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
     st.waiting.clear();
     std::fprintf(stderr, "conveyor: %s; stopping (jobs resume from the journal after a restart)\n", e.what());
     if (st.control) st.control->request_stop(1, std::string("journal write failed: ") + e.what());
     return;
   }
-  for (auto& ev : st.batch.events) send_logged(st, ev.job_id, std::move(ev.body), ev.terminal);
+  for (const auto& r : refused) refuse_job(self, r);
+  std::vector<std::string> ended_refused;  // refused jobs whose end was in this batch: nothing more comes
+  for (auto& ev : st.batch.events) {
+    if (!st.refused.count(ev.job_id)) send_logged(st, ev.job_id, std::move(ev.body), ev.terminal);
+    else if (ev.terminal) ended_refused.push_back(ev.job_id);
+  }
   st.batch.clear();
   st.buffered.clear();
-  for (auto& rp : st.waiting) rp.deliver(caf::unit);
+  for (auto& [id, rp] : st.waiting) {
+    if (!id.empty() && st.refused.count(id)) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
+    else rp.deliver(caf::unit);
+  }
   st.waiting.clear();
+  for (const auto& id : ended_refused) st.refused.erase(id);
 }
 
 // An event of a job's log: through the journal's buffer when it is on, else straight out.
@@ -105,9 +139,13 @@ void on_event(self_ptr self, const std::string& job_id, schemas::wire_bytes& eve
   auto& st = self->state;
   if (!st.cfg.journal) return send_logged(st, job_id, std::move(event), terminal);
   if (st.broken) return;
+  if (auto it = st.refused.find(job_id); it != st.refused.end()) {  // stopped: its error event is out
+    if (terminal) st.refused.erase(it);
+    return;  // (a request's promise is answered by returning)
+  }
   const uint64_t seq = st.logs[job_id].events.size() + st.buffered[job_id]++;
   st.batch.events.push_back({job_id, seq, std::move(event), terminal});
-  if (self->current_mailbox_element()->mid.is_request()) st.waiting.push_back(self->make_response_promise());
+  if (self->current_mailbox_element()->mid.is_request()) st.waiting.emplace_back(job_id, self->make_response_promise());
   arm_flush(self);
 }
 
@@ -178,6 +216,10 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
           return caf::unit;
         }
         if (st.broken) return caf::sec::request_receiver_down;
+        // The job table took this id as new: an older job of the same id (forgotten by the table,
+        // its log not yet pruned here) leaves nothing behind; the new job's seq starts at 0.
+        if (auto old = st.logs.find(job_id); old != st.logs.end() && old->second.complete) st.logs.erase(old);
+        st.refused.erase(job_id);
         st.batch.jobs.push_back({job_id, std::move(request), arrival_unix});
         if (st.running_unstored.erase(job_id)) st.batch.running.push_back(job_id);
         if (st.cancelled_unstored.erase(job_id)) st.batch.cancelled.push_back(job_id);
@@ -192,7 +234,7 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
           if (st.logs.count(id) || st.buffered.count(id)) st.batch.running.push_back(std::move(id));
           else st.running_unstored.insert(std::move(id));
         }
-        st.waiting.push_back(self->make_response_promise());
+        st.waiting.emplace_back(std::string(), self->make_response_promise());
         arm_flush(self);
         return caf::delegated<void>{};
       },
@@ -201,8 +243,8 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
         if (!st.cfg.journal) return caf::unit;
         if (st.broken) return caf::sec::request_receiver_down;
         if (st.logs.count(job_id) || st.buffered.count(job_id)) st.batch.cancelled.push_back(std::move(job_id));
-        else st.cancelled_unstored.insert(std::move(job_id));  // stored with its request
-        st.waiting.push_back(self->make_response_promise());
+        else st.cancelled_unstored.insert(job_id);  // stored with its request
+        st.waiting.emplace_back(std::string(), self->make_response_promise());
         arm_flush(self);
         return caf::delegated<void>{};
       },

@@ -1,12 +1,13 @@
 // The journal on SQLite's C API: one connection, prepared statements for the hot writes.
 #include "journal/journal.hpp"
 
-#include <sqlite3.h>
+#include "journal/sqlite_util.hpp"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <unordered_map>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,44 +15,8 @@
 #include <unistd.h>
 
 namespace conveyor::journal {
-namespace {
 
-constexpr const char* format_name = "conveyor-journal";
-constexpr int64_t format_version = 1;
-
-const char* schema_sql =
-    "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-    "CREATE TABLE jobs(job_id TEXT PRIMARY KEY, request BLOB NOT NULL, arrival_unix REAL NOT NULL,"
-    "  ended_unix REAL, running_epoch INTEGER NOT NULL DEFAULT 0, crash_runs INTEGER NOT NULL DEFAULT 0,"
-    "  cancelled INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX jobs_ended ON jobs(ended_unix) WHERE ended_unix IS NOT NULL;"
-    "CREATE TABLE events(job_id TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL,"
-    "  PRIMARY KEY(job_id, seq)) WITHOUT ROWID;";
-
-// Steps a statement to its end and resets it; returns the last result code.
-int run(sqlite3_stmt* s) {
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-  }
-  sqlite3_reset(s);
-  return rc;
-}
-
-bytes column_bytes(sqlite3_stmt* s, int i) {
-  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(s, i));
-  return bytes(p, p + sqlite3_column_bytes(s, i));
-}
-
-void bind_text(sqlite3_stmt* s, int i, const std::string& v) { sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC); }
-void bind_blob(sqlite3_stmt* s, int i, const bytes& v) { sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC); }
-
-// RAII for statements prepared once per call.
-struct stmt {
-  sqlite3_stmt* s = nullptr;
-  ~stmt() { sqlite3_finalize(s); }
-};
-
-} // namespace
+using namespace detail;
 
 const char* to_string(sync_mode m) { return m == sync_mode::power ? "power" : "process"; }
 
@@ -59,14 +24,6 @@ std::optional<sync_mode> sync_mode_from_string(const std::string& s) {
   if (s == "process") return sync_mode::process;
   if (s == "power") return sync_mode::power;
   return std::nullopt;
-}
-
-std::string journal::file_in(const std::string& state_dir) { return (std::filesystem::path(state_dir) / "journal.db").string(); }
-
-std::string journal::default_state_dir() {
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return (std::filesystem::path(x) / "conveyor").string();
-  const char* home = std::getenv("HOME");
-  return (std::filesystem::path(home && *home ? home : ".") / ".local" / "state" / "conveyor").string();
 }
 
 void journal::fail(const std::string& what) const { throw journal_error("journal " + path_ + ": " + what); }
@@ -86,85 +43,12 @@ sqlite3_stmt* journal::prepare(const char* sql) {
   return s;
 }
 
-journal::journal(const std::string& path, sync_mode mode) : path_(path) {
-  const std::string move_away = "move the file away (its jobs are then lost) or pass another --state-dir";
-  std::error_code ec;
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) fail("cannot create its directory " + dir.string() + " (" + ec.message() + "); pass a writable --state-dir");
-  if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), R_OK | W_OK) != 0)
-    fail(std::string("not readable and writable by this user (") + std::strerror(errno) + "); fix its permissions or pass another --state-dir");
-  const std::string lock_path = path + ".lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) fail("cannot open its lock file " + lock_path + " (" + std::strerror(errno) + "); pass a writable --state-dir");
-  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    fail("in use by another conveyor server (it holds " + lock_path + "); stop that one or give this one its own --state-dir");
-  }
-  try {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
-      fail(std::string("cannot open: ") + (db_ ? sqlite3_errmsg(db_) : "out of memory") + "; fix it or pass another --state-dir");
-    sqlite3_extended_result_codes(db_, 1);
-    check_file(move_away);
-    exec("PRAGMA journal_mode=WAL");
-    exec(mode == sync_mode::power ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-    exec("PRAGMA journal_size_limit=16777216");  // the WAL shrinks back to 16 MiB after a checkpoint
-    exec(("UPDATE meta SET value=" + std::to_string(epoch_) + " WHERE key='epoch'").c_str());
-    insert_job_ = prepare("INSERT OR REPLACE INTO jobs(job_id, request, arrival_unix) VALUES(?1, ?2, ?3)");
-    insert_event_ = prepare("INSERT INTO events(job_id, seq, body) VALUES(?1, ?2, ?3)");
-    end_job_ = prepare("UPDATE jobs SET ended_unix=?2 WHERE job_id=?1");
-    mark_running_ = prepare("UPDATE jobs SET running_epoch=?2 WHERE job_id=?1");
-    mark_cancelled_ = prepare("UPDATE jobs SET cancelled=1 WHERE job_id=?1");
-  } catch (...) {
-    close();
-    throw;
-  }
-}
-
-// Creates the schema in an empty file; refuses a file that is not a sound conveyor journal.
-void journal::check_file(const std::string& move_away) {
-  bool fresh = false;
-  {
-    stmt tables;
-    if (sqlite3_prepare_v2(db_, "SELECT count(*) FROM sqlite_master", -1, &tables.s, nullptr) != SQLITE_OK ||
-        sqlite3_step(tables.s) != SQLITE_ROW)
-      fail(std::string("not a conveyor journal (") + sqlite3_errmsg(db_) + "): " + move_away);
-    fresh = sqlite3_column_int64(tables.s, 0) == 0;
-  }
-  if (fresh) {
-    exec("BEGIN");
-    exec(schema_sql);
-    exec(("INSERT INTO meta VALUES('format','" + std::string(format_name) + "'),('version'," + std::to_string(format_version) +
-          "),('epoch',0)").c_str());
-    exec("COMMIT");
-  }
-  {
-    stmt meta;
-    if (sqlite3_prepare_v2(db_, "SELECT (SELECT value FROM meta WHERE key='format'), (SELECT value FROM meta WHERE key='version'),"
-                                "(SELECT value FROM meta WHERE key='epoch')", -1, &meta.s, nullptr) != SQLITE_OK ||
-        sqlite3_step(meta.s) != SQLITE_ROW)
-      fail("an SQLite file of another program (no conveyor meta table): " + move_away);
-    const auto* fmt = reinterpret_cast<const char*>(sqlite3_column_text(meta.s, 0));
-    if (!fmt || std::string(fmt) != format_name) fail("an SQLite file of another program (its format is not conveyor-journal): " + move_away);
-    if (sqlite3_column_int64(meta.s, 1) > format_version)
-      fail("written by a newer conveyor (journal version " + std::to_string(sqlite3_column_int64(meta.s, 1)) +
-           "); run that version, or " + move_away);
-    epoch_ = sqlite3_column_int64(meta.s, 2) + 1;
-  }
-  stmt check;
-  if (sqlite3_prepare_v2(db_, "PRAGMA quick_check", -1, &check.s, nullptr) != SQLITE_OK || sqlite3_step(check.s) != SQLITE_ROW ||
-      std::string(reinterpret_cast<const char*>(sqlite3_column_text(check.s, 0))) != "ok")
-    fail(std::string("corrupt (SQLite's quick_check failed: ") + sqlite3_errmsg(db_) + "): " + move_away);
-}
-
 journal::~journal() { close(); }
 
 void journal::close() {
-  for (sqlite3_stmt* s : {insert_job_, insert_event_, end_job_, mark_running_, mark_cancelled_}) sqlite3_finalize(s);
-  insert_job_ = insert_event_ = end_job_ = mark_running_ = mark_cancelled_ = nullptr;
-  if (db_) sqlite3_close_v2(db_);
-  db_ = nullptr;
+  for (sqlite3_stmt* s : {insert_job_, clear_events_, insert_event_, end_job_, mark_running_, mark_cancelled_}) sqlite3_finalize(s);
+  insert_job_ = clear_events_ = insert_event_ = end_job_ = mark_running_ = mark_cancelled_ = nullptr;
+  close_connection();
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = -1;
 }
@@ -218,44 +102,107 @@ std::vector<stored_job> journal::load() {
   return out;
 }
 
-void journal::commit(const write_batch& b) {
-  if (b.empty()) return;
-  exec("BEGIN IMMEDIATE");
-  try {
-    auto check = [this](int rc) {
-      if (rc != SQLITE_DONE) fail(std::string("write failed: ") + sqlite3_errmsg(db_));
-    };
-    for (const auto& j : b.jobs) {
-      bind_text(insert_job_, 1, j.job_id);
-      bind_blob(insert_job_, 2, j.request);
-      sqlite3_bind_double(insert_job_, 3, j.arrival_unix);
-      check(run(insert_job_));
-    }
-    for (const auto& e : b.events) {
-      bind_text(insert_event_, 1, e.job_id);
-      sqlite3_bind_int64(insert_event_, 2, static_cast<int64_t>(e.seq));
-      bind_blob(insert_event_, 3, e.body);
-      check(run(insert_event_));
-      if (e.terminal) {
-        bind_text(end_job_, 1, e.job_id);
-        sqlite3_bind_double(end_job_, 2, b.now_unix);
-        check(run(end_job_));
+// One job's writes in a batch, in the batch's order.
+struct journal::job_writes {
+  std::vector<const write_batch::job*> jobs;
+  std::vector<const write_batch::event*> events;
+  bool running = false, cancelled = false;
+};
+
+// Runs one job's writes; returns SQLITE_DONE or the first failing statement's code.
+int journal::write_job(const std::string& id, const job_writes& w, double now_unix, std::string& why) {
+  int rc = SQLITE_DONE;
+  auto step = [&](sqlite3_stmt* s) {
+    if (rc == SQLITE_DONE) {
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       }
+      if (rc != SQLITE_DONE) why = sqlite3_errmsg(db_);  // (reset clears it)
     }
-    for (const auto& id : b.running) {
-      bind_text(mark_running_, 1, id);
-      sqlite3_bind_int64(mark_running_, 2, epoch_);
-      check(run(mark_running_));
-    }
-    for (const auto& id : b.cancelled) {
-      bind_text(mark_cancelled_, 1, id);
-      check(run(mark_cancelled_));
-    }
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
+    sqlite3_reset(s);
+  };
+  for (const auto* j : w.jobs) {
+    // The job table took this id as new: whatever an older job of that id left (forgotten by the
+    // table, not yet pruned here) goes, so the new job's events start at seq 0.
+    bind_text(clear_events_, 1, j->job_id);
+    step(clear_events_);
+    bind_text(insert_job_, 1, j->job_id);
+    bind_blob(insert_job_, 2, j->request);
+    sqlite3_bind_double(insert_job_, 3, j->arrival_unix);
+    step(insert_job_);
   }
+  for (const auto* e : w.events) {
+    bind_text(insert_event_, 1, e->job_id);
+    sqlite3_bind_int64(insert_event_, 2, static_cast<int64_t>(e->seq));
+    bind_blob(insert_event_, 3, e->body);
+    step(insert_event_);
+    if (e->terminal) {
+      bind_text(end_job_, 1, e->job_id);
+      sqlite3_bind_double(end_job_, 2, now_unix);
+      step(end_job_);
+    }
+  }
+  if (w.running) {
+    bind_text(mark_running_, 1, id);
+    sqlite3_bind_int64(mark_running_, 2, epoch_);
+    step(mark_running_);
+  }
+  if (w.cancelled) {
+    bind_text(mark_cancelled_, 1, id);
+    step(mark_cancelled_);
+  }
+  return rc;
+}
+
+std::vector<refused_job> journal::commit(const write_batch& b) {
+  if (b.empty()) return {};
+  std::vector<std::string> order;
+  std::unordered_map<std::string, job_writes> by_job;
+  auto of = [&](const std::string& id) -> job_writes& {
+    auto [it, fresh] = by_job.try_emplace(id);
+    if (fresh) order.push_back(id);
+    return it->second;
+  };
+  for (const auto& j : b.jobs) of(j.job_id).jobs.push_back(&j);
+  for (const auto& e : b.events) of(e.job_id).events.push_back(&e);
+  for (const auto& id : b.running) of(id).running = true;
+  for (const auto& id : b.cancelled) of(id).cancelled = true;
+  // First the whole batch at once. Should one job's writes break a constraint (a bug upstream:
+  // an event stored twice), the batch is written again job by job, each in a savepoint, and only
+  // that job's writes are left out: one job's fault never costs the other jobs their commit.
+  std::vector<refused_job> refused;
+  for (const bool per_job : {false, true}) {
+    exec("BEGIN IMMEDIATE");
+    bool constraint = false;
+    try {
+      for (const auto& id : order) {
+        if (per_job) exec("SAVEPOINT job");
+        std::string why;
+        const int rc = write_job(id, by_job.at(id), b.now_unix, why);
+        if (rc == SQLITE_DONE) {
+          if (per_job) exec("RELEASE job");
+          continue;
+        }
+        if ((rc & 0xff) != SQLITE_CONSTRAINT) fail("write failed: " + why);
+        if (!per_job) {
+          constraint = true;
+          break;
+        }
+        exec("ROLLBACK TO job");
+        exec("RELEASE job");
+        refused.push_back({id, why});
+      }
+      if (constraint) {
+        exec("ROLLBACK");
+        continue;
+      }
+      exec("COMMIT");
+      return refused;
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+  return refused;  // (not reached: the second pass commits or throws)
 }
 
 size_t journal::prune(double before_unix, size_t max_ended) {

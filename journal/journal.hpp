@@ -68,6 +68,12 @@ struct write_batch {
   void clear() { jobs.clear(), events.clear(), running.clear(), cancelled.clear(); }
 };
 
+/// A job whose writes a commit left out, and why (a constraint of the file they broke).
+struct refused_job {
+  std::string job_id;
+  std::string why;
+};
+
 /// A slice of one job's stored events, for `fetch`.
 struct stored_slice {
   std::vector<bytes> events;  ///< from `from`
@@ -97,8 +103,11 @@ public:
   /// count updated for this start (a job marked running in the previous epoch: +1, else 0);
   /// ended jobs with their terminal event alone. Throws journal_error.
   std::vector<stored_job> load();
-  /// Writes a batch in one transaction. Throws journal_error (nothing of it is stored then).
-  void commit(const write_batch& b);
+  /// Writes a batch in one transaction. A new job replaces what an older job of its id left.
+  /// A job whose writes break a constraint of the file (an event seq stored twice) is left out,
+  /// its writes of this batch all, and returned; the other jobs' writes are stored. Any other
+  /// failure (disk full, I/O) throws journal_error, and nothing of the batch is stored.
+  std::vector<refused_job> commit(const write_batch& b);
   /// Deletes ended jobs (and their events) that ended before `before_unix`, and the oldest ended
   /// ones beyond `max_ended`. Returns the jobs deleted.
   size_t prune(double before_unix, size_t max_ended);
@@ -109,7 +118,12 @@ public:
 
 private:
   void close();
+  void open_connection(int flags);
+  void close_connection();
+  void create_fresh();
   void check_file(const std::string& move_away);
+  struct job_writes;
+  int write_job(const std::string& id, const job_writes& w, double now_unix, std::string& why);
   void exec(const char* sql);
   [[noreturn]] void fail(const std::string& what) const;
   sqlite3_stmt* prepare(const char* sql);
@@ -119,6 +133,7 @@ private:
   int lock_fd_ = -1;
   int64_t epoch_ = 0;
   sqlite3_stmt* insert_job_ = nullptr;
+  sqlite3_stmt* clear_events_ = nullptr;
   sqlite3_stmt* insert_event_ = nullptr;
   sqlite3_stmt* end_job_ = nullptr;
   sqlite3_stmt* mark_running_ = nullptr;

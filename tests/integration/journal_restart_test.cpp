@@ -203,6 +203,44 @@ BOOST_AUTO_TEST_CASE(a_poison_job_ends_with_an_error) {
   BOOST_TEST(p.request(submit_map("poison", 4))["error"]["code"] == "duplicate");
 }
 
+// An id reused after --retention: the server has forgotten the job, the journal still holds it
+// (it prunes every few seconds). The new job runs and is stored from seq 0, its fetch gives its
+// own events alone; before, its first write broke the journal's UNIQUE(job, seq) and stopped
+// the server for everyone (issue 26, defect 2). Both within one run and across a restart.
+BOOST_AUTO_TEST_CASE(an_id_reused_past_retention_runs_again_and_is_stored_afresh) {
+  state_dir d;
+  auto tweak = [on = d.on()](actors::runtime_options& o) {
+    on(o);
+    o.pub.retention_s = 0.3;
+  };
+  auto run_again = [](producer& p, const std::string& id, int max_tokens) {
+    const json r = p.request(submit_map(id, max_tokens));
+    BOOST_TEST_REQUIRE(r["ok"] == true, r.dump());
+    auto events = p.collect(id);
+    check_stream(events);
+    BOOST_TEST(events.back()["usage"]["completion_tokens"] == max_tokens, events.back().dump());
+    const json f = fetch_all(p, id);
+    BOOST_TEST(f["complete"] == true, f.dump());
+    BOOST_TEST((f["events"].get<std::vector<json>>() == events), "fetch must give the new job's events alone");
+  };
+  {
+    server s("null", tweak);
+    producer p(*s.rt);
+    p.subscribe("reused");
+    run_again(p, "reused", 6);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    run_again(p, "reused", 3);  // same run: the table forgot it, the journal did not
+    BOOST_TEST(p.request({{"op", "health"}})["ok"] == true);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  server s("null", tweak);  // the journal still holds the ended job; the table does not keep it
+  producer p(*s.rt);
+  p.subscribe("reused");
+  run_again(p, "reused", 4);
+  p.subscribe("other");
+  run_again(p, "other", 2);  // and the server goes on
+}
+
 // `conveyor serve` with a journal it cannot use: one line naming the file and the fix, exit 2,
 // and the file left as it was.
 BOOST_AUTO_TEST_CASE(serve_refuses_a_bad_journal_with_exit_2) {

@@ -89,13 +89,64 @@ BOOST_AUTO_TEST_CASE(committed_jobs_and_events_survive_reopening) {
   BOOST_TEST(!j.read("nope", 0, 10).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(a_failed_commit_stores_nothing_of_its_batch) {
+// A job whose writes break a constraint (an event seq stored twice) is left out of the commit,
+// all its writes of the batch; the other jobs' writes are stored, and nothing throws (issue 26:
+// one such write used to stop the whole server).
+BOOST_AUTO_TEST_CASE(a_job_whose_writes_break_a_constraint_is_left_out_alone) {
   temp_dir d;
   journal j(d.file(), sync_mode::process);
   j.commit(accept("a", 1.0));
   write_batch w = accept("c", 2.0);
-  w.events.push_back({"a", 0, b({5}), false});  // seq 0 of "a" exists: the batch fails
-  BOOST_CHECK_THROW(j.commit(w), journal_error);
+  w.events.push_back({"a", 1, b({6}), false});  // fine on its own
+  w.events.push_back({"a", 0, b({5}), false});  // seq 0 of "a" exists
+  w.running.push_back("a");
+  std::vector<refused_job> refused;
+  BOOST_REQUIRE_NO_THROW(refused = j.commit(w));
+  BOOST_TEST_REQUIRE(refused.size() == 1u);
+  BOOST_TEST(refused[0].job_id == "a");
+  BOOST_TEST(refused[0].why.find("UNIQUE") != std::string::npos, refused[0].why);
+  auto jobs = j.load();
+  BOOST_TEST_REQUIRE(jobs.size() == 2u);
+  BOOST_TEST(jobs[0].job_id == "a");
+  BOOST_TEST(jobs[0].events.size() == 1u, "none of a's writes of the refused batch may be stored");
+  BOOST_TEST(jobs[1].job_id == "c");
+  BOOST_TEST(jobs[1].events.size() == 1u);
+}
+
+// A job accepted under the id of an ended job the journal still holds (the server forgot it
+// after --retention, the journal had not pruned it yet): the new job replaces it, its events
+// from seq 0, instead of a UNIQUE failure (issue 26, defect 2).
+BOOST_AUTO_TEST_CASE(a_new_job_replaces_an_ended_job_of_the_same_id) {
+  temp_dir d;
+  journal j(d.file(), sync_mode::process);
+  write_batch w = accept("again", 1.0);
+  w.events.push_back({"again", 1, b({7}), false});
+  w.events.push_back({"again", 2, b({8}), true});
+  j.commit(w);
+  write_batch second = accept("again", 100.0);
+  second.events[0].body = b({0xa1});
+  BOOST_TEST(j.commit(second).empty());
+  auto jobs = j.load();
+  BOOST_TEST_REQUIRE(jobs.size() == 1u);
+  BOOST_TEST(!jobs[0].ended_unix.has_value(), "the new job has not ended");
+  BOOST_TEST(jobs[0].arrival_unix == 100.0);
+  BOOST_TEST_REQUIRE(jobs[0].events.size() == 1u, "the old job's events must be gone");
+  BOOST_TEST(jobs[0].events[0] == b({0xa1}), boost::test_tools::per_element());
+}
+
+// A disk-level failure still fails the whole batch: nothing of it is stored.
+BOOST_AUTO_TEST_CASE(a_failed_transaction_stores_nothing_of_its_batch) {
+  temp_dir d;
+  journal j(d.file(), sync_mode::process);
+  j.commit(accept("a", 1.0));
+  {
+    sqlite3* db = nullptr;  // a second writer holds the write lock: BEGIN IMMEDIATE fails (busy)
+    BOOST_REQUIRE(sqlite3_open(d.file().c_str(), &db) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    BOOST_CHECK_THROW(j.commit(accept("c", 2.0)), journal_error);
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
   auto jobs = j.load();
   BOOST_TEST_REQUIRE(jobs.size() == 1u);
   BOOST_TEST(jobs[0].job_id == "a");
@@ -178,6 +229,63 @@ BOOST_AUTO_TEST_CASE(a_damaged_journal_fails_the_integrity_check) {
   const std::string e = open_error(d.file());
   BOOST_TEST(e.find(d.file()) != std::string::npos);
   BOOST_TEST((e.find("corrupt") != std::string::npos || e.find("not a conveyor journal") != std::string::npos), e);
+}
+
+// An existing empty file is a journal that lost its contents, not a new journal (issue 26,
+// defect 3: it used to start empty, its jobs gone without a word).
+BOOST_AUTO_TEST_CASE(an_empty_file_is_refused_not_started_afresh) {
+  temp_dir d;
+  { std::ofstream(d.file()); }
+  const std::string e = open_error(d.file());
+  BOOST_TEST(e.find(d.file()) != std::string::npos, e);
+  BOOST_TEST(e.find("empty") != std::string::npos, e);
+  BOOST_TEST(e.find("--state-dir") != std::string::npos, e);
+  BOOST_TEST(fs::file_size(d.file()) == 0u);
+  // Where no file exists, a journal is created (whole: no temporary file is left).
+  fs::remove(d.file());
+  { journal j(d.file(), sync_mode::process); }
+  BOOST_TEST(fs::file_size(d.file()) > 0u);
+  BOOST_TEST(!fs::exists(d.file() + ".new"));
+}
+
+// A damaged journal with a WAL beside it: the refused start leaves both files byte for byte as
+// they were (issue 26, defect 4: the WAL used to be merged into the file and deleted).
+BOOST_AUTO_TEST_CASE(a_refused_journal_and_its_wal_are_left_untouched) {
+  temp_dir d;
+  temp_dir crashed;  // the files as a kill -9 leaves them: the WAL not yet merged
+  {
+    journal j(d.file(), sync_mode::process);
+    for (int i = 0; i < 300; ++i) j.commit(accept("old-" + std::to_string(i), i));
+    sqlite3* db = nullptr;  // the first 300 into the file, the last 40 in the WAL
+    BOOST_REQUIRE(sqlite3_open(d.file().c_str(), &db) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    for (int i = 0; i < 40; ++i) j.commit(accept("job-" + std::to_string(i), 1000 + i));
+    fs::copy_file(d.file(), crashed.file());
+    fs::copy_file(d.file() + "-wal", crashed.file() + "-wal");
+  }
+  BOOST_TEST_REQUIRE(fs::file_size(crashed.file() + "-wal") > 0u);
+  for (const std::string damage : {"truncate", "garbage"}) {
+    temp_dir t;
+    fs::copy_file(crashed.file(), t.file());
+    fs::copy_file(crashed.file() + "-wal", t.file() + "-wal");
+    if (damage == "truncate") {
+      fs::resize_file(t.file(), fs::file_size(t.file()) / 2);
+    } else {
+      std::fstream f(t.file(), std::ios::in | std::ios::out | std::ios::binary);
+      const std::string junk(100, '\x5a');
+      f.write(junk.data(), junk.size());  // over the header
+    }
+    const std::string main_before = contents(t.file()), wal_before = contents(t.file() + "-wal");
+    const std::string e = open_error(t.file());
+    BOOST_TEST(!e.empty(), damage << ": a damaged journal must be refused");
+    BOOST_TEST(fs::exists(t.file() + "-wal"), damage << ": the WAL must not be deleted");
+    BOOST_TEST((contents(t.file() + "-wal") == wal_before), damage << ": the WAL must be unchanged");
+    BOOST_TEST((contents(t.file()) == main_before), damage << ": the journal file must be unchanged");
+  }
+  // The undamaged copy opens, and its jobs (in the WAL) are all there.
+  journal j(crashed.file(), sync_mode::process);
+  BOOST_TEST(j.load().size() == 340u);
 }
 
 BOOST_AUTO_TEST_CASE(a_foreign_sqlite_file_and_a_newer_journal_are_refused) {
