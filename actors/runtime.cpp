@@ -9,7 +9,28 @@
 
 namespace conveyor::actors {
 
-runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok) {
+bound_endpoints::bound_endpoints(const runtime_options& o) {
+  if (o.curve.enabled()) zap = std::make_unique<transport::zap_authenticator>(zmq, o.curve.authorized);
+  if (o.metrics_port >= 0)
+    metrics = std::make_unique<transport::metrics_http>(o.metrics_host, o.metrics_port, transport::metrics_http::render_fn{}, o.api_keys);
+  pub = std::make_shared<transport::pub_socket>(zmq, o.pub_ep, o.curve);
+  router = std::make_unique<transport::router_intake>(zmq, o.router_ep, o.limits, o.curve);
+  pull = std::make_unique<transport::pull_intake>(zmq, o.pull_ep, o.limits, o.curve);
+  if (o.http.port >= 0) {
+    transport::http_config hc = o.http;
+    hc.model_name = o.model_name;
+    hc.limits = o.limits;
+    hc.keys = o.api_keys;
+    http = std::make_unique<transport::http_intake>(hc);
+  }
+}
+
+runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok)
+    : runtime(o, nullptr, std::move(ex), tok) {}
+
+runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps, std::shared_ptr<executor> ex,
+                 const model::tokenizer& tok)
+    : eps_(std::move(eps)) {
   // What the last incarnation left (throws journal_error on a damaged file, before anything runs).
   recovery_plan plan;
   if (o.journal) plan = plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
@@ -21,34 +42,26 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   }
   // Everything that can fail to bind comes first, before any thread or actor exists: a taken
   // port then ends start-up cleanly (exit 2) instead of leaving actors behind.
-  if (o.curve.enabled()) zap_ = std::make_unique<transport::zap_authenticator>(zmq_, o.curve.authorized);
-  if (o.metrics_port >= 0)
-    http_ = std::make_unique<transport::metrics_http>(o.metrics_host, o.metrics_port, [this] { return render_metrics(); });
-  pub_sock_ = std::make_shared<transport::pub_socket>(zmq_, o.pub_ep, o.curve);
-  router_intake_ = std::make_unique<transport::router_intake>(zmq_, o.router_ep, o.limits, o.curve);
-  pull_intake_ = std::make_unique<transport::pull_intake>(zmq_, o.pull_ep, o.limits, o.curve);
+  if (!eps_) eps_ = std::make_unique<bound_endpoints>(o);
+  if (eps_->metrics) eps_->metrics->set_render([this] { return render_metrics(); });
   if (o.nats.enabled())
     // A replica takes jobs only while it can admit them now: free sequence slots, and nothing
     // waiting for KV blocks or the token budget.
     nats_intake_ = std::make_unique<transport::nats_intake>(
         std::make_shared<transport::nats_link>(o.nats), o.limits, o.sched.max_num_seqs,
         [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); });
-  if (o.http.port >= 0) {
-    transport::http_config hc = o.http;
-    hc.model_name = o.model_name;
-    hc.limits = o.limits;
+  if (eps_->http) {
+    eps_->http->set_piece([&tok](token_id t) { return tok.piece(t, /*special=*/true); });
     // The health check: draining, or a failure that stops the server.
-    http_intake_ = std::make_unique<transport::http_intake>(
-        hc, [&tok](token_id t) { return tok.piece(t, /*special=*/true); },
-        [this]() -> std::optional<std::string> {
-          if (control_.stopping()) return "stopping: " + control_.why();
-          if (draining_.load()) return std::string("draining: no new jobs");
-          return std::nullopt;
-        });
+    eps_->http->set_health([this]() -> std::optional<std::string> {
+      if (control_.stopping()) return "stopping: " + control_.why();
+      if (draining_.load()) return std::string("draining: no new jobs");
+      return std::nullopt;
+    });
   }
-  pub_ = pub_sock_->endpoint();
-  router_ = router_intake_->endpoint();
-  pull_ = pull_intake_->endpoint();
+  pub_ = eps_->pub->endpoint();
+  router_ = eps_->router->endpoint();
+  pull_ = eps_->pull->endpoint();
 
   caf_cfg_.set("scheduler.max-threads", o.worker_threads);
   caf_cfg_.set("logger.console", caf::atom("none"));
@@ -71,13 +84,13 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
   publisher_config pc = o.pub;
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
-  if (nats_intake_ || http_intake_)
-    pc.tap = [n = nats_intake_.get(), h = http_intake_.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) {
+  if (nats_intake_ || eps_->http)
+    pc.tap = [n = nats_intake_.get(), h = eps_->http.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) {
       if (n) n->on_event(id, ev, terminal);
       if (h) h->on_event(id, ev);
     };
-  publisher_ = spawn_publisher(*sys_, pub_sock_, *scheduler_, std::move(pc), &control_);
-  pub_sock_.reset();  // the publisher's thread is its only user from here on
+  publisher_ = spawn_publisher(*sys_, eps_->pub, *scheduler_, std::move(pc), &control_);
+  eps_->pub.reset();  // the publisher's thread is its only user from here on
   try {
     grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
   } catch (const std::exception&) {
@@ -100,11 +113,11 @@ runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const m
     }
   }
   door_ = std::make_unique<front_door>(*front_);
-  if (http_) http_->start();
-  router_intake_->start(*door_);
-  pull_intake_->start(*door_);
+  if (eps_->metrics) eps_->metrics->start();
+  eps_->router->start(*door_);
+  eps_->pull->start(*door_);
   if (nats_intake_) nats_intake_->start(*door_);
-  if (http_intake_) http_intake_->start(*door_);
+  if (eps_->http) eps_->http->start(*door_);
 }
 
 std::optional<std::string> runtime::render_metrics() {
@@ -132,11 +145,11 @@ int runtime::shutdown(double timeout_s) {
     self->request(*publisher_, std::chrono::seconds(5), p_fetch_atom::value, std::string(), int64_t{0}, int64_t{0})
         .receive([](fetch_result&) {}, [](caf::error&) {});
   }
-  router_intake_->stop();
-  pull_intake_->stop();
+  eps_->router->stop();
+  eps_->pull->stop();
   if (nats_intake_) nats_intake_->stop();  // the last events stored, unfinished jobs handed back
-  if (http_intake_) http_intake_->stop();  // every job ended: its handlers have answered
-  if (http_) http_->stop();  // its handler asks the scheduler: stop it while the actors live
+  if (eps_->http) eps_->http->stop();  // every job ended: its handlers have answered
+  if (eps_->metrics) eps_->metrics->stop();  // its handler asks the scheduler: stop it while the actors live
   caf::anon_send_exit(*front_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*publisher_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*scheduler_, caf::exit_reason::user_shutdown);

@@ -45,6 +45,8 @@ struct runtime_options {
   /// The OpenAI-compatible HTTP intake: port -1 off, 0 any free port (its model name and decode
   /// limits are the runtime's).
   transport::http_config http;
+  /// API keys for HTTP /v1 and /metrics (null or none set: open).
+  std::shared_ptr<const transport::api_keys> api_keys;
   /// The iteration trace (JSON Lines, one line per step); empty: off. An unwritable path makes
   /// the constructor throw trace_error.
   std::string trace_path;
@@ -66,12 +68,30 @@ struct recovery_counts {
   size_t finished = 0, resumed = 0, poisoned = 0;
 };
 
+/// Every listening socket of a runtime (ZeroMQ ROUTER, PULL, PUB with CURVE's ZAP handler;
+/// /metrics; HTTP), bound at once: `conveyor serve` binds them before the model loads, so a taken
+/// port fails start-up in well under a second. Nothing listens to its callers until the runtime
+/// built on it starts. Member order is the destruction order (reverse).
+struct bound_endpoints {
+  /// Throws transport::bind_error naming the flag and the fix.
+  explicit bound_endpoints(const runtime_options& o);
+  zmq::context_t zmq;
+  std::unique_ptr<transport::zap_authenticator> zap;  // CURVE on: before any socket binds
+  std::unique_ptr<transport::metrics_http> metrics;
+  std::shared_ptr<transport::pub_socket> pub;  // then the publisher's alone
+  std::unique_ptr<transport::router_intake> router;
+  std::unique_ptr<transport::pull_intake> pull;
+  std::unique_ptr<transport::http_intake> http;  // outlives the publisher that taps into it
+};
+
 class runtime {
 public:
   /// Opens the trace file when asked (throws trace_error), binds every socket (throws
   /// transport::bind_error), then spawns the actors and starts serving.
   /// `tok` must outlive the runtime; the executor's KV pool size sets the scheduler's blocks.
   runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok);
+  /// The same on sockets bound earlier (from the same options).
+  runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps, std::shared_ptr<executor> ex, const model::tokenizer& tok);
   ~runtime();
 
   const std::string& router_endpoint() const { return router_; }
@@ -79,11 +99,11 @@ public:
   const std::string& pull_endpoint() const { return pull_; }
   runtime_control& control() { return control_; }
   /// "http://host:port/metrics", or "" when metrics_port is -1.
-  std::string metrics_url() const { return http_ ? http_->url() : std::string(); }
+  std::string metrics_url() const { return eps_->metrics ? eps_->metrics->url() : std::string(); }
   /// The OpenAI-compatible HTTP intake's "http://host:port", or "" when off.
-  std::string http_endpoint() const { return http_intake_ ? http_intake_->endpoint() : std::string(); }
+  std::string http_endpoint() const { return eps_->http ? eps_->http->endpoint() : std::string(); }
   /// The bound /metrics port (resolves 0), or -1 when off.
-  int metrics_port() const { return http_ ? http_->port() : -1; }
+  int metrics_port() const { return eps_->metrics ? eps_->metrics->port() : -1; }
   const recovery_counts& recovered() const { return recovered_; }
   /// Why the model's chat template did not compile ("" when it did): jobs with `messages` are
   /// then refused, the rest serves.
@@ -101,15 +121,8 @@ private:
   /// scheduler does not answer. Runs on the HTTP pool threads, only between start and shutdown.
   std::optional<std::string> render_metrics();
 
-  zmq::context_t zmq_;
-  std::unique_ptr<transport::zap_authenticator> zap_;  // CURVE on: before any socket binds
-  std::unique_ptr<transport::metrics_http> http_;
-  std::shared_ptr<transport::pub_socket> pub_sock_;  // bound here, then the publisher's alone
-  std::unique_ptr<transport::router_intake> router_intake_;
-  std::unique_ptr<transport::pull_intake> pull_intake_;
+  std::unique_ptr<bound_endpoints> eps_;  // the sockets: outlive everything below
   std::unique_ptr<transport::nats_intake> nats_intake_;
-  // HTTP on: after the sockets, before the actors (it outlives the publisher that taps into it).
-  std::unique_ptr<transport::http_intake> http_intake_;
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   std::unique_ptr<model::chat_template> chat_;  // null: chat_error_ says why; outlives the actors

@@ -148,7 +148,11 @@ std::optional<reply_summary> summarize_reply(std::span<const uint8_t> reply) {
     if (!ok || ok->type != msgpack::type::BOOLEAN) return std::nullopt;
     reply_summary r;
     r.ok = ok->via.boolean;
-    if (r.ok) return r;
+    if (r.ok) {
+      if (const msgpack::object* state = find(o, "state"); state && state->type == msgpack::type::STR)
+        r.state.assign(state->via.str.ptr, state->via.str.size);
+      return r;
+    }
     const msgpack::object* err = find(o, "error");
     if (!err) return std::nullopt;
     const msgpack::object* code = find(*err, "code");

@@ -52,6 +52,7 @@ struct reply_summary {
   bool ok = false;
   std::string code;  ///< error replies: the wire code ("overloaded", ...)
   std::string message;
+  std::string state;  ///< ok replies of status and cancel: the job's state ("running", ...)
 };
 
 /// Reads one encoded reply; nullopt when it is not one.

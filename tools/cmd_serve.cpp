@@ -19,6 +19,7 @@
 #include "model/model_path.hpp"
 #include "tools/commands.hpp"
 #include "tools/serve_options.hpp"
+#include "transport/api_keys.hpp"
 #include "transport/curve.hpp"
 #include "transport/nats_link.hpp"
 
@@ -41,6 +42,25 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // re-reads --api-key-file
+}
+
+// A max_model_len derived from the KV pool (a quarter of it) below the model's context: a
+// warning, or for a pool too small to serve anything (--num-kv-blocks 1) a refusal.
+std::string check_derived_max_model_len(const serve_options& o, const actors::runtime_options& ro, const executor_info& info) {
+  constexpr int32_t min_useful = 64;
+  const int32_t derived = ro.sched.max_model_len, pool = info.num_kv_blocks * info.block_size;
+  if (o.max_model_len > 0 || derived >= info.max_model_len) return {};
+  if (derived < min_useful)
+    return "the KV pool holds " + std::to_string(pool) + " tokens (" + std::to_string(info.num_kv_blocks) + " blocks x " +
+           std::to_string(info.block_size) + "), so max_model_len would be " + std::to_string(derived) +
+           " tokens (a quarter of it): too small to serve. Give the pool more blocks (--num-kv-blocks, --kv-cache-bytes) or set "
+           "--max-model-len (at most the pool's size)";
+  if (o.device == "cpu" || o.device == "cuda")
+    spdlog::warn("conveyor serve: max_model_len is {} tokens, a quarter of the KV pool ({} tokens), below the model's context of {}: "
+                 "longer jobs are refused (too_long); raise --kv-cache-bytes / --num-kv-blocks or set --max-model-len",
+                 derived, pool, info.max_model_len);
+  return {};
 }
 
 int run_serve(const serve_options& o) {
@@ -50,12 +70,23 @@ int run_serve(const serve_options& o) {
   }
   // Bad key files fail here, before the model loads (runtime() reads them again for good).
   if (!o.curve_secret_key.empty()) (void)transport::load_curve_server_config(o.curve_secret_key, o.authorized_keys);
+  auto keys = std::make_shared<transport::api_keys>(o.api_key, o.api_key_file);
+  std::vector<std::string> warnings;
+  if (auto err = o.check_http_security(keys->enabled(), warnings); !err.empty()) {
+    spdlog::error("conveyor serve: {}", err);
+    return 2;
+  }
   // A bad journal fails here too, before the model loads.
   std::shared_ptr<journal::journal> jr;
   // With NATS the fleet's jobs and events live in JetStream: a replica that restarts gets its
   // unfinished jobs back as redeliveries, like any other replica, so no local journal.
   if (o.journal && !o.nats.enabled()) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
-  auto file = model::open_model(model::resolve_model(o.model));
+  // Every socket is bound before the model loads: a taken port fails start-up at once.
+  const std::string model_path = model::resolve_model(o.model);
+  actors::runtime_options bind_opts = o.runtime(executor_info{}, model_path);
+  bind_opts.api_keys = keys;
+  auto endpoints = std::make_unique<actors::bound_endpoints>(bind_opts);
+  auto file = model::open_model(model_path);
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
   auto tok = model::tokenizer::from_gguf(file);
   std::shared_ptr<executor> ex;
@@ -100,7 +131,12 @@ int run_serve(const serve_options& o) {
   }
   actors::runtime_options ro = o.runtime(ex->info(), file.path());
   ro.journal = jr;
+  ro.api_keys = keys;
   if (auto err = validate_engine_config(ro.sched, ro.cache, ex->info().num_kv_blocks); !err.empty()) {
+    spdlog::error("conveyor serve: {}", err);
+    return 2;
+  }
+  if (auto err = check_derived_max_model_len(o, ro, ex->info()); !err.empty()) {
     spdlog::error("conveyor serve: {}", err);
     return 2;
   }
@@ -110,7 +146,7 @@ int run_serve(const serve_options& o) {
                  o.max_model_len, ex->info().num_kv_blocks * ex->info().block_size);
   install_stop_handlers();
   const executor_info info = ex->info();
-  actors::runtime rt(ro, std::move(ex), tok);
+  actors::runtime rt(ro, std::move(endpoints), std::move(ex), tok);
   spdlog::info("conveyor serve: model {}; device {}; {} KV blocks x {} tokens; max_model_len {}; batching {}{}; router {} pub {} pull {}",
                model_desc, info.device, info.num_kv_blocks, info.block_size, ro.sched.max_model_len,
                to_string(ro.sched.batching), info.async_steps && ro.sched.async_scheduling ? ", steps pipelined" : "",
@@ -131,6 +167,10 @@ int run_serve(const serve_options& o) {
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
   if (!rt.http_endpoint().empty())
     spdlog::info("conveyor serve: OpenAI-compatible HTTP at {}/v1 (model name '{}')", rt.http_endpoint(), ro.model_name);
+  if (keys->enabled())
+    spdlog::info("conveyor serve: HTTP /v1 and /metrics require one of {} API keys{}", keys->count(),
+                 o.api_key_file.empty() ? "" : " (" + o.api_key_file + " re-read on SIGHUP)");
+  for (const auto& w : warnings) spdlog::warn("conveyor serve: {}", w);
   if (ro.curve.enabled()) {
     spdlog::info("conveyor serve: CURVE on (ROUTER, PULL, PUB); server public key {}; {} authorized client keys",
                  ro.curve.public_key, ro.curve.authorized.size());
@@ -142,8 +182,12 @@ int run_serve(const serve_options& o) {
   }
   std::thread signals([&] {
     unsigned char sig = 0;
-    if (::read(g_signal_pipe[0], &sig, 1) == 1 && sig != 0)
-      rt.control().request_stop(0, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    while (::read(g_signal_pipe[0], &sig, 1) == 1 && sig == SIGHUP) {
+      if (o.api_key_file.empty()) continue;
+      if (auto err = keys->reload(); err.empty()) spdlog::info("conveyor serve: SIGHUP: {} API keys now", keys->count());
+      else spdlog::error("conveyor serve: SIGHUP: {}; the keys in force stay", err);
+    }
+    if (sig != 0) rt.control().request_stop(0, sig == SIGINT ? "SIGINT" : "SIGTERM");
   });
   const int code = rt.control().wait();
   spdlog::info("conveyor serve: {}: draining (up to {} s)", rt.control().why(), o.drain_timeout_s);
@@ -188,6 +232,9 @@ void register_serve(CLI::App& app, int& exit_code) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const transport::nats_error& e) {
+      spdlog::error("conveyor serve: {}", e.what());
+      exit_code = 2;
+    } catch (const transport::api_key_error& e) {
       spdlog::error("conveyor serve: {}", e.what());
       exit_code = 2;
     } catch (const transport::curve_error& e) {

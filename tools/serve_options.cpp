@@ -10,6 +10,7 @@
 
 #include "engine/sim/cost_model.hpp"
 #include "model/cpu_cores.hpp"
+#include "transport/api_keys.hpp"
 
 namespace conveyor::tools {
 
@@ -56,6 +57,11 @@ void serve_options::add_flags(CLI::App& cmd) {
                  "OpenAI-compatible HTTP (/v1/chat/completions, /v1/completions, /v1/models, /health) on this port (-1: off, 0: any free port)")
       ->capture_default_str();
   cmd.add_option("--http-host,--http_host", http_host, "Address the HTTP intake listens on")->capture_default_str();
+  cmd.add_option("--api-key,--api_key", api_key,
+                 "A key HTTP clients must send as Authorization: Bearer KEY on /v1 and /metrics (repeatable; /health stays open)");
+  cmd.add_option("--api-key-file,--api_key_file", api_key_file, "More API keys, one a line (# comments); re-read on SIGHUP");
+  cmd.add_flag("--allow-unauthenticated-http,--allow_unauthenticated_http", allow_unauthenticated_http,
+               "Serve HTTP on a non-loopback address without API keys even though CURVE locks ZeroMQ");
   cmd.add_option("--http-threads,--http_threads", http_threads, "HTTP connections served at once (each open request holds one)")
       ->capture_default_str();
   cmd.add_option("--http-max-body,--http_max_body", http_max_body, "Largest HTTP request body in bytes (a longer one gets 400)")
@@ -117,6 +123,18 @@ std::string serve_options::apply_config(CLI::App& cmd) {
     }
     if (opt->count() > 0 || name == "config") continue;  // the command line wins
     std::string value;
+    if (const auto* arr = node.as_array()) {  // a repeatable setting (api_key = ["a", "b"])
+      for (const auto& el : *arr) {
+        if (!el.is_string()) return config_path + ": setting '" + std::string(key.str()) + "' must be a list of strings";
+        opt->add_result(*el.value<std::string>());
+      }
+      try {
+        opt->run_callback();
+      } catch (const CLI::Error& e) {
+        return config_path + ": setting '" + std::string(key.str()) + "': " + e.what();
+      }
+      continue;
+    }
     if (node.is_string()) value = *node.value<std::string>();
     else if (node.is_boolean()) value = *node.value<bool>() ? "true" : "false";
     else if (node.is_integer()) value = std::to_string(*node.value<int64_t>());
@@ -160,11 +178,52 @@ std::string serve_options::validate() const {
   if (!journal::sync_mode_from_string(journal_sync)) return "journal_sync must be process or power, not '" + journal_sync + "'";
   if (poison_after < 0) return "poison_after must be >= 0 (0: never)";
   if (!std::isfinite(retention_s) || retention_s < 0) return "retention must be a number of seconds >= 0";
+  if (auto clash = port_clash(); !clash.empty()) return clash;
   if (curve_secret_key.empty() != authorized_keys.empty())
     return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
   if (!sim::cost_model_preset(sim_cost_model))
     return "sim_cost_model must be one of " + std::string(sim::cost_model_preset_names()) + ", not '" + sim_cost_model + "'";
   return nats.validate();
+}
+
+// Two of the server's own endpoints on one TCP port: the second bind would fail with "port in
+// use", blaming whatever holds it; name both flags instead.
+std::string serve_options::port_clash() const {
+  auto tcp_port = [](const std::string& ep) -> int {
+    if (ep.rfind("tcp://", 0) != 0) return -1;
+    const auto colon = ep.rfind(':');
+    if (colon == std::string::npos || colon < 6) return -1;
+    try {
+      size_t used = 0;
+      const int p = std::stoi(ep.substr(colon + 1), &used);
+      return used == ep.size() - colon - 1 && p > 0 ? p : -1;
+    } catch (const std::exception&) {
+      return -1;  // "*" (any free port) or not a number: the bind names it
+    }
+  };
+  const std::pair<const char*, int> ports[] = {{"--router", tcp_port(router)}, {"--pub", tcp_port(pub)}, {"--pull", tcp_port(pull)},
+                                               {"--http-port", http_port > 0 ? http_port : -1},
+                                               {"--metrics-port", metrics_port > 0 ? metrics_port : -1}};
+  for (size_t i = 0; i < std::size(ports); ++i)
+    for (size_t j = i + 1; j < std::size(ports); ++j)
+      if (ports[i].second > 0 && ports[i].second == ports[j].second)
+        return std::string(ports[i].first) + " and " + ports[j].first + " both name port " + std::to_string(ports[i].second) +
+               "; give each endpoint its own port";
+  return {};
+}
+
+std::string serve_options::check_http_security(bool keys_set, std::vector<std::string>& warnings) const {
+  if (keys_set) return {};
+  if (http_port >= 0 && !transport::is_loopback_host(http_host)) {
+    if (!curve_secret_key.empty() && !allow_unauthenticated_http)
+      return "the HTTP intake listens on " + http_host + " without API keys while CURVE locks ZeroMQ: anyone who reaches it could "
+             "run jobs. Pass --api-key KEY (or --api-key-file), or --allow-unauthenticated-http if that is intended";
+    warnings.push_back("the HTTP intake on " + http_host + " accepts other hosts without API keys (anyone can run jobs); pass --api-key "
+                       "KEY or --api-key-file, and put a TLS proxy in front (docs/http.md)");
+  }
+  if (metrics_port >= 0 && !transport::is_loopback_host(metrics_host))
+    warnings.push_back("/metrics on " + metrics_host + " answers other hosts without API keys; pass --api-key KEY to require one");
+  return {};
 }
 
 std::string serve_options::journal_file() const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/runtime.hpp"
 #include "transport/nats_config.hpp"
@@ -46,6 +47,9 @@ struct serve_options {
   std::string http_host = "127.0.0.1";     ///< address the HTTP intake listens on
   int32_t http_threads = 64;               ///< HTTP connections served at once
   int64_t http_max_body = 8 << 20;         ///< largest HTTP request body in bytes
+  std::vector<std::string> api_key;        ///< keys HTTP clients send as Authorization: Bearer (repeatable)
+  std::string api_key_file;                ///< more keys, one a line; re-read on SIGHUP
+  bool allow_unauthenticated_http = false; ///< let a non-loopback HTTP bind run without keys while CURVE is on
   std::string served_model_name;           ///< the model's name in HTTP (/v1/models); empty: the file's name
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string curve_secret_key;  ///< the server's NAME.key from `conveyor keygen`; empty: CURVE off
@@ -70,6 +74,12 @@ struct serve_options {
   void add_nats_flags(CLI::App& cmd);
   /// "" when the settings are usable, else what is wrong and how to fix it.
   std::string validate() const;
+  /// "" or which two flags name the same TCP port.
+  std::string port_clash() const;
+  /// What the HTTP and metrics binds need before start-up: "" when fine, else why they are refused
+  /// (a non-loopback HTTP bind without keys while CURVE is on). `warnings` gets one line per
+  /// non-loopback bind without keys.
+  std::string check_http_security(bool keys_set, std::vector<std::string>& warnings) const;
   /// The runtime's options, with max_model_len resolved against the executor. Reads the CURVE
   /// key files when given (throws transport::curve_error).
   actors::runtime_options runtime(const executor_info& info, const std::string& model_path) const;

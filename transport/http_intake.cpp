@@ -49,6 +49,18 @@ struct lease {
   }
 };
 
+// The job table knows the id (our submit was a duplicate) but the publisher has no event of it:
+// the first request's `accepted` is still being committed. Nothing of the job has gone out then,
+// and the watch, registered before our submit, hears every event from here on: it is followed
+// live, if the job is queued or running.
+bool live(request_sink& sink, const lease& l, reply_to to) {
+  sink.deliver(to, schemas::decode_result(schemas::status_request{l.id}));
+  auto bytes = l.w->wait_reply();
+  if (!bytes) return false;
+  auto r = schemas::summarize_reply(*bytes);
+  return r && r->ok && (r->state == "queued" || r->state == "running");
+}
+
 // A retried request's job already exists: its events so far, by fetch (live ones follow through
 // the tap, which the watch has heard since before the submit). False: none are kept any more.
 bool attach(request_sink& sink, const lease& l, reply_to to, int32_t max_events, std::string& why) {
@@ -61,6 +73,7 @@ bool attach(request_sink& sink, const lease& l, reply_to to, int32_t max_events,
     auto fetched = schemas::summarize_fetch_reply(*bytes);
     if (!fetched) {
       auto r = schemas::summarize_reply(*bytes);
+      if (r && r->code == "not_found" && from == 0 && live(sink, l, to)) return true;
       why = r ? r->message : "its events cannot be read";
       return false;
     }
@@ -90,7 +103,15 @@ http_intake::http_intake(http_config cfg, piece_fn piece, health_fn health)
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  server_->set_pre_routing_handler([max_body, hard_cap](const httplib::Request& req, httplib::Response& res) {
+  server_->set_pre_routing_handler([max_body, hard_cap, keys = cfg_.keys](const httplib::Request& req, httplib::Response& res) {
+    if (keys && keys->enabled() && req.path.rfind("/v1", 0) == 0 && !keys->allows(req.get_header_value("Authorization"))) {
+      const bool given = req.has_header("Authorization");
+      send_error(res, {401, given ? "Incorrect API key provided. Send one of the server's keys as Authorization: Bearer <key>."
+                                  : "You didn't provide an API key. Send Authorization: Bearer <key> (the server runs with --api-key).",
+                       "invalid_request_error", "", given ? "invalid_api_key" : "missing_api_key"});
+      res.set_header("WWW-Authenticate", "Bearer");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const std::string len = req.get_header_value("Content-Length");
     unsigned long long n = 0;
     const bool numeric = std::from_chars(len.data(), len.data() + len.size(), n).ec == std::errc{};

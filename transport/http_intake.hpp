@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "transport/api_keys.hpp"
 #include "transport/intake.hpp"
 #include "transport/job_watch.hpp"
 #include "transport/openai_response.hpp"
@@ -35,6 +36,9 @@ struct http_config {
   int threads = 64;
   /// Largest request body; a longer one is refused with 400 before it is read.
   size_t max_body_bytes = 8u << 20;
+  /// API keys (null or none set: open). /v1 routes need `Authorization: Bearer <key>`; /health
+  /// stays open.
+  std::shared_ptr<const api_keys> keys;
   /// The served model's name (/v1/models; a request naming another gets 404).
   std::string model_name;
   schemas::decode_limits limits;
@@ -45,8 +49,11 @@ public:
   /// Why the server cannot take jobs now (draining, executor failed), or nullopt when serving.
   using health_fn = std::function<std::optional<std::string>()>;
 
-  /// Binds at once (throws bind_error naming the port and the fix).
-  http_intake(http_config cfg, piece_fn piece, health_fn health);
+  /// Binds at once (throws bind_error naming the port and the fix). The token-piece and health
+  /// functions may be given later, before start() (the socket is bound before the model loads).
+  http_intake(http_config cfg, piece_fn piece = {}, health_fn health = {});
+  void set_piece(piece_fn piece) { piece_ = std::move(piece); }
+  void set_health(health_fn health) { health_ = std::move(health); }
   ~http_intake() override;
   void start(request_sink& sink) override;
   /// Wakes every waiting handler (they answer 503), closes the listener, joins the threads.

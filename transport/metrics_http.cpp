@@ -3,12 +3,13 @@
 #include <chrono>
 #include <httplib.h>
 
+#include "transport/api_keys.hpp"
 #include "transport/sockets.hpp"
 
 namespace conveyor::transport {
 
-metrics_http::metrics_http(const std::string& host, int port, render_fn render)
-    : server_(std::make_unique<httplib::Server>()), host_(host) {
+metrics_http::metrics_http(const std::string& host, int port, render_fn render, std::shared_ptr<const api_keys> keys)
+    : server_(std::make_unique<httplib::Server>()), render_(std::make_shared<render_fn>(std::move(render))), host_(host) {
   // Scrapes are rare and small: two pool threads, one request per connection (an idle
   // keep-alive connection would hold stop() for its timeout).
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
@@ -22,10 +23,16 @@ metrics_http::metrics_http(const std::string& host, int port, render_fn render)
   });
   server_->set_read_timeout(5, 0);
   server_->set_write_timeout(5, 0);
-  server_->Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/metrics", [render = render_, keys](const httplib::Request& req, httplib::Response& res) {
+    if (keys && keys->enabled() && !keys->allows(req.get_header_value("Authorization"))) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("a valid API key is required: Authorization: Bearer <key> (--api-key)\n", "text/plain");
+      return;
+    }
     std::optional<std::string> body;
     try {
-      body = render();
+      if (*render) body = (*render)();
     } catch (const std::exception& e) {
       res.status = 500;
       res.set_content(std::string("internal error: ") + e.what() + "\n", "text/plain");
@@ -52,6 +59,8 @@ metrics_http::~metrics_http() {
   if (!started_) start();  // httplib closes a bound socket only from its running loop
   stop();
 }
+
+void metrics_http::set_render(render_fn render) { *render_ = std::move(render); }
 
 void metrics_http::start() {
   if (started_) return;

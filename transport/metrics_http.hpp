@@ -16,6 +16,8 @@ class Server;
 
 namespace conveyor::transport {
 
+class api_keys;
+
 class metrics_http {
 public:
   /// The body of /metrics, or nullopt when the numbers cannot be had now (answered with 503).
@@ -24,11 +26,14 @@ public:
 
   /// Binds host:port at once (port 0: any free port). Throws bind_error naming the port and the
   /// fix. Serving starts with start().
-  metrics_http(const std::string& host, int port, render_fn render);
+  /// With `keys` enabled, a scrape must carry `Authorization: Bearer <key>` (else 401).
+  metrics_http(const std::string& host, int port, render_fn render = {}, std::shared_ptr<const api_keys> keys = nullptr);
   ~metrics_http();
   metrics_http(const metrics_http&) = delete;
   metrics_http& operator=(const metrics_http&) = delete;
 
+  /// Sets the body's function (before start(): the socket is bound before the model loads).
+  void set_render(render_fn render);
   /// Serves from now on (once; after stop() it stays stopped).
   void start();
   /// Closes the listening socket, finishes open connections and joins the threads. Idempotent.
@@ -40,6 +45,7 @@ public:
 
 private:
   std::unique_ptr<httplib::Server> server_;
+  std::shared_ptr<render_fn> render_;  // the handler reads it; set before start()
   std::string host_;
   int port_ = 0;
   std::thread thread_;

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.hpp>
+
 #include "model/gguf_writer.hpp"
 #include "tiny_model.hpp"
 
@@ -138,8 +140,30 @@ BOOST_AUTO_TEST_CASE(serve_refuses_bad_settings_with_exit_code_2) {
   expect_error("serve --model " + tiny + " --config " + cfg, "scheduling_policy");
   expect_error("serve --model " + tiny + " --max-num-seqs 0 --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* --pull tcp://127.0.0.1:*",
                "max_num_seqs");
+  // Issue 26: two endpoints on one port name both flags (not "port in use, stop what holds it").
+  expect_error("serve --model " + tiny + " --router tcp://127.0.0.1:45123 --pub tcp://127.0.0.1:45123 --pull tcp://127.0.0.1:*",
+               "--router and --pub both name port 45123");
+  expect_error("serve --model " + tiny + " --http-port 45124 --metrics-port 45124 --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* "
+               "--pull tcp://127.0.0.1:* --no-journal", "--http-port and --metrics-port both name port 45124");
+  // A pool that cannot hold a useful sequence is refused, not served with max_model_len 4.
+  expect_error("serve --model " + tiny + " --device null --num-kv-blocks 1 --no-journal --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* "
+               "--pull tcp://127.0.0.1:*", "too small to serve");
   std::filesystem::remove(tiny);
   std::filesystem::remove(cfg);
+}
+
+// The sockets are bound before the model loads: with a taken port and a file that is no model,
+// the error is the port's (it comes at once, not after loading a model).
+BOOST_AUTO_TEST_CASE(a_taken_port_fails_before_the_model_loads) {
+  zmq::context_t ctx;
+  zmq::socket_t holder(ctx, zmq::socket_type::router);
+  holder.bind("tcp://127.0.0.1:*");
+  const std::string taken = holder.get(zmq::sockopt::last_endpoint);
+  const std::string not_a_model = temp_file("not-a-model.gguf");
+  std::ofstream(not_a_model) << "not a GGUF file";
+  expect_error("serve --model " + not_a_model + " --no-journal --router " + taken + " --pub tcp://127.0.0.1:* --pull tcp://127.0.0.1:*",
+               "--router");
+  std::filesystem::remove(not_a_model);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
