@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <thread>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "actors/runtime.hpp"
@@ -63,7 +64,18 @@ std::string check_derived_max_model_len(const serve_options& o, const actors::ru
   return {};
 }
 
+// Each HTTP connection and stream is a descriptor: the soft limit (often 1,024) is raised to the
+// hard one, so a thousand concurrent streams are not refused by the kernel.
+void raise_descriptor_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int run_serve(const serve_options& o) {
+  raise_descriptor_limit();
   if (auto err = o.validate(); !err.empty()) {
     spdlog::error("conveyor serve: {}", err);
     return 2;

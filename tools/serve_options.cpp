@@ -62,7 +62,11 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--api-key-file,--api_key_file", api_key_file, "More API keys, one a line (# comments); re-read on SIGHUP");
   cmd.add_flag("--allow-unauthenticated-http,--allow_unauthenticated_http", allow_unauthenticated_http,
                "Serve HTTP on a non-loopback address without API keys even though CURVE locks ZeroMQ");
-  cmd.add_option("--http-threads,--http_threads", http_threads, "HTTP connections served at once (each open request holds one)")
+  cmd.add_option("--http-threads,--http_threads", http_threads,
+                 "Threads running the HTTP event loop (connections and waiting requests hold no thread)")
+      ->capture_default_str();
+  cmd.add_option("--http-request-timeout,--http_request_timeout", http_request_timeout_s,
+                 "Seconds a non-streamed HTTP request waits for its job before 504 (a job without a request id is then cancelled)")
       ->capture_default_str();
   cmd.add_option("--http-max-body,--http_max_body", http_max_body, "Largest HTTP request body in bytes (a longer one gets 400)")
       ->capture_default_str();
@@ -167,7 +171,9 @@ std::string serve_options::validate() const {
   if (worker_threads < 0 || worker_threads > 64) return "worker_threads must be in 0..64 (0: the cores minus one)";
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (http_port < -1 || http_port > 65535) return "http_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
-  if (http_threads < 1 || http_threads > 4096) return "http_threads must be in 1..4096, not " + std::to_string(http_threads);
+  if (http_threads < 1 || http_threads > 64) return "http_threads must be in 1..64, not " + std::to_string(http_threads);
+  if (!std::isfinite(http_request_timeout_s) || http_request_timeout_s < 1 || http_request_timeout_s > 86400)
+    return "http_request_timeout must be a number of seconds in [1, 86400]";
   if (http_max_body < 1024 || http_max_body > (int64_t{1} << 30))
     return "http_max_body must be in 1024..1073741824 bytes, not " + std::to_string(http_max_body);
   if (!std::isfinite(gpu_memory_utilization) || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
@@ -258,6 +264,7 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   r.http.port = http_port;
   r.http.host = http_host;
   r.http.threads = http_threads;
+  r.http.request_timeout_s = http_request_timeout_s;
   r.http.max_body_bytes = static_cast<size_t>(http_max_body);
   r.trace_path = trace;
   r.pub.retention_s = retention_s;

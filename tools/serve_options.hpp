@@ -45,7 +45,8 @@ struct serve_options {
   std::string metrics_host = "127.0.0.1";  ///< address /metrics listens on
   int32_t http_port = -1;                  ///< OpenAI-compatible HTTP: -1 off, 0 any free port
   std::string http_host = "127.0.0.1";     ///< address the HTTP intake listens on
-  int32_t http_threads = 64;               ///< HTTP connections served at once
+  int32_t http_threads = 2;                ///< HTTP I/O threads (event loop; connections are not bound to threads)
+  double http_request_timeout_s = 600.0;   ///< a whole (non-streamed) HTTP answer waits at most this long
   int64_t http_max_body = 8 << 20;         ///< largest HTTP request body in bytes
   std::vector<std::string> api_key;        ///< keys HTTP clients send as Authorization: Bearer (repeatable)
   std::string api_key_file;                ///< more keys, one a line; re-read on SIGHUP

@@ -1,10 +1,8 @@
 #include "transport/http_intake.hpp"
 
-#include <charconv>
 #include <chrono>
 #include <random>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "transport/sockets.hpp"
@@ -13,11 +11,11 @@ namespace conveyor::transport {
 namespace {
 
 using json = nlohmann::json;
+using header_list = std::vector<std::pair<std::string, std::string>>;
 
-void send_error(httplib::Response& res, const openai_error& e) {
-  res.status = e.status;
-  if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(to_json(e), "application/json");
+void send_error(http_exchange& x, const openai_error& e, header_list headers = {}) {
+  if (e.status == 429 || e.status == 503) headers.emplace_back("Retry-After", "1");
+  x.respond(e.status, "application/json", to_json(e), std::move(headers));
 }
 
 // An intake refusal (the protocol's error code) as OpenAI's error.
@@ -36,181 +34,263 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Unwatches when the last holder (the handler, or the streaming provider it hands on) is gone.
-struct lease {
-  watch_registry* reg;
-  std::string id;
-  uint64_t tag;
-  std::shared_ptr<job_watch> w;
-  std::atomic<int64_t>* active;
-  ~lease() {
-    reg->unwatch(id, tag);
-    --*active;
-  }
-};
-
-// The job table knows the id (our submit was a duplicate) but the publisher has no event of it:
-// the first request's `accepted` is still being committed. Nothing of the job has gone out then,
-// and the watch, registered before our submit, hears every event from here on: it is followed
-// live, if the job is queued or running.
-bool live(request_sink& sink, const lease& l, reply_to to) {
-  sink.deliver(to, schemas::decode_result(schemas::status_request{l.id}));
-  auto bytes = l.w->wait_reply();
-  if (!bytes) return false;
-  auto r = schemas::summarize_reply(*bytes);
-  return r && r->ok && (r->state == "queued" || r->state == "running");
-}
-
-// A retried request's job already exists: its events so far, by fetch (live ones follow through
-// the tap, which the watch has heard since before the submit). False: none are kept any more.
-bool attach(request_sink& sink, const lease& l, reply_to to, int32_t max_events, std::string& why) {
-  uint64_t from = 0;  // (the watch's pop cursor does not move while events are only added)
-  for (;;) {
-    schemas::fetch_request f{l.id, from, max_events};
-    sink.deliver(to, schemas::decode_result(f));
-    auto bytes = l.w->wait_reply();
-    if (!bytes) return false;
-    auto fetched = schemas::summarize_fetch_reply(*bytes);
-    if (!fetched) {
-      auto r = schemas::summarize_reply(*bytes);
-      if (r && r->code == "not_found" && from == 0 && live(sink, l, to)) return true;
-      why = r ? r->message : "its events cannot be read";
-      return false;
-    }
-    const size_t n = fetched->events.size();
-    if (n > 0) from = fetched->events.back().seq + 1;
-    for (auto& ev : fetched->events) l.w->add(std::move(ev));
-    if (fetched->complete || n == 0 || n < static_cast<size_t>(max_events)) return true;
-  }
-}
-
 } // namespace
 
+// One HTTP request's job, driven by its watch: submit, then (a retried id) fetch what the job
+// published so far, then follow its events live into a whole answer or a stream of chunks. Every
+// step runs on the connection's strand, woken by the watch's listener; nothing waits.
+class job_exchange : public std::enable_shared_from_this<job_exchange> {
+public:
+  job_exchange(http_intake& in, std::shared_ptr<http_exchange> x, std::shared_ptr<openai_request> r, std::string id, bool client_id)
+      : in_(in), x_(std::move(x)), r_(std::move(r)), id_(std::move(id)), client_id_(client_id),
+        ctx_{r_.get(), id_, unix_seconds(), in.piece_} {}
+
+  void begin() {
+    auto [w, tag] = in_.watches_.watch(id_);  // before the submit: no event can be missed
+    w_ = std::move(w);
+    tag_ = tag;
+    ++in_.active_;
+    auto self = shared_from_this();
+    x_->on_disconnect([self] { self->client_gone(); });
+    if (!r_->stream)
+      x_->on_timeout(std::chrono::milliseconds(static_cast<int64_t>(in_.cfg_.request_timeout_s * 1000)), [self] { self->timed_out(); });
+    w_->set_listener([self] { self->x_->post([self] { self->pump(); }); });
+    in_.sink_->deliver(to(), schemas::decode_result(r_->job));
+  }
+
+private:
+  enum class phase { submitting, fetching, checking, live };
+
+  reply_to to() const { return reply_to{&in_, tag_}; }
+  header_list id_header() const { return {{"X-Request-Id", id_}}; }
+
+  void pump() {
+    if (done_) return;
+    if (phase_ != phase::live) {
+      if (auto bytes = w_->take_reply()) on_reply(*bytes);
+      else if (w_->closed()) return fail(stopping_error());
+      if (done_ || phase_ != phase::live) return;
+    }
+    while (auto ev = w_->try_next()) {
+      on_event(*ev);
+      if (done_) return;
+    }
+    if (w_->closed()) fail(stopping_error());
+  }
+
+  void on_reply(const schemas::wire_bytes& bytes) {
+    if (phase_ == phase::submitting) {
+      auto rs = schemas::summarize_reply(bytes);
+      if (!rs) return fail({500, "internal error: the submit's reply cannot be read", "server_error", "", "internal"});
+      if (rs->ok) return go_live();
+      if (rs->code != "duplicate") return fail(error_for(rs->code, rs->message));
+      phase_ = phase::fetching;  // a retried id: what the job published so far, then live
+      return fetch();
+    }
+    if (phase_ == phase::fetching) {
+      auto fetched = schemas::summarize_fetch_reply(bytes);
+      if (!fetched) {
+        auto r = schemas::summarize_reply(bytes);
+        // The job table knows the id but the publisher has no event of it: the first request's
+        // `accepted` is still being committed. Nothing of the job has gone out, and the watch
+        // hears everything from here on: follow it live if it is queued or running.
+        if (r && r->code == "not_found" && from_ == 0) {
+          phase_ = phase::checking;
+          return in_.sink_->deliver(to(), schemas::decode_result(schemas::status_request{id_}));
+        }
+        return gone_409(r ? r->message : "its events cannot be read");
+      }
+      const size_t n = fetched->events.size();
+      if (n > 0) from_ = fetched->events.back().seq + 1;
+      for (auto& ev : fetched->events) w_->add(std::move(ev));
+      const auto max = static_cast<size_t>(in_.cfg_.limits.max_fetch_events);
+      if (fetched->complete || n == 0 || n < max) return go_live();
+      return fetch();
+    }
+    auto r = schemas::summarize_reply(bytes);  // phase::checking: the status
+    if (r && r->ok && (r->state == "queued" || r->state == "running")) return go_live();
+    gone_409("no events are kept");
+  }
+
+  void fetch() {
+    in_.sink_->deliver(to(), schemas::decode_result(schemas::fetch_request{id_, from_, in_.cfg_.limits.max_fetch_events}));
+  }
+
+  void gone_409(const std::string& why) {
+    fail({409, "job " + id_ + " already ran and its results are no longer kept (" + why + "); send a new request id",
+          "invalid_request_error", "X-Request-Id", "duplicate"});
+  }
+
+  void go_live() {
+    phase_ = phase::live;
+    if (!r_->stream) return;
+    x_->begin_stream(200, "text/event-stream", id_header());
+    streaming_ = true;
+    x_->write(render_chunk_start(ctx_));
+  }
+
+  void on_event(const schemas::event_summary& ev) {
+    if (!r_->stream) {
+      if (ev.kind == "tokens") tokens_.push_back(ev);
+      if (ev.kind == "done") {
+        x_->respond(200, "application/json", render_completion(ctx_, tokens_, ev), id_header());
+        return finish();
+      }
+      if (ev.kind == "error") fail(error_for(ev.error_code, ev.message));
+      return;
+    }
+    if (ev.kind == "tokens") {
+      shown_ = shown_ || !ev.text.empty();
+      x_->write(render_chunk_tokens(ctx_, ev));
+    } else if (ev.kind == "done") {
+      if (!shown_ && !ev.text.empty()) {  // a job whose tokens events were not kept (stream: false elsewhere)
+        schemas::event_summary all;
+        all.kind = "tokens";
+        all.text = ev.text;
+        x_->write(render_chunk_tokens(ctx_, all));
+      }
+      x_->write(render_chunk_done(ctx_, ev));
+      x_->end();
+      finish();
+    } else if (ev.kind == "error") {
+      fail(error_for(ev.error_code, ev.message));
+    }
+  }
+
+  // An error: a whole answer, or inside a stream already begun an error chunk and the end.
+  void fail(const openai_error& e) {
+    if (done_) return;
+    if (streaming_) {
+      x_->write(render_chunk_error(e));
+      x_->end();
+    } else {
+      send_error(*x_, e, phase_ == phase::live ? id_header() : header_list{});
+    }
+    finish();
+  }
+
+  // The client went away before the end: the job stops, unless a retry may come for it (a
+  // request id was given). (Tag 0 belongs to no watch: the cancel's reply is dropped.)
+  void client_gone() {
+    if (done_) return;
+    if (!client_id_) in_.sink_->deliver(reply_to{&in_, 0}, schemas::decode_result(schemas::cancel_request{id_}));
+    finish();
+  }
+
+  void timed_out() {
+    if (done_) return;
+    if (!client_id_) in_.sink_->deliver(reply_to{&in_, 0}, schemas::decode_result(schemas::cancel_request{id_}));
+    fail({504, "the job did not end within --http-request-timeout (" + std::to_string(static_cast<int64_t>(in_.cfg_.request_timeout_s)) +
+                   " s); use stream: true for long jobs" + (client_id_ ? ", or retry with the same request id" : ""),
+          "server_error", "", "timeout"});
+  }
+
+  void finish() {
+    if (done_) return;
+    done_ = true;
+    w_->set_listener(nullptr);  // (it held this exchange)
+    in_.watches_.unwatch(id_, tag_);
+    --in_.active_;
+  }
+
+  http_intake& in_;
+  std::shared_ptr<http_exchange> x_;
+  std::shared_ptr<openai_request> r_;
+  std::string id_;
+  bool client_id_ = false;
+  openai_context ctx_;
+  std::shared_ptr<job_watch> w_;
+  uint64_t tag_ = 0, from_ = 0;
+  phase phase_ = phase::submitting;
+  bool done_ = false, streaming_ = false, shown_ = false;
+  std::vector<schemas::event_summary> tokens_;
+};
+
 http_intake::http_intake(http_config cfg, piece_fn piece, health_fn health)
-    : cfg_(std::move(cfg)), piece_(std::move(piece)), health_(std::move(health)), server_(std::make_unique<httplib::Server>()) {
+    : cfg_(std::move(cfg)), piece_(std::move(piece)), health_(std::move(health)) {
   id_salt_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  const int threads = cfg_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server_->set_keep_alive_max_count(1000);
-  server_->set_keep_alive_timeout(2);  // an idle connection holds a thread (and stop()) this long
-  server_->set_read_timeout(30, 0);
-  server_->set_write_timeout(30, 0);
-  // A body a little over the limit is read and refused (400), which every client handles; one far
-  // over it (4x) is refused unread and the connection closed (the client may see a broken pipe).
-  const size_t max_body = cfg_.max_body_bytes, hard_cap = cfg_.max_body_bytes * 4;
-  server_->set_payload_max_length(hard_cap);
-  server_->set_socket_options([](socket_t sock) {  // no SO_REUSEPORT: a taken port must fail to bind
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  server_->set_pre_routing_handler([max_body, hard_cap, keys = cfg_.keys](const httplib::Request& req, httplib::Response& res) {
-    if (keys && keys->enabled() && req.path.rfind("/v1", 0) == 0 && !keys->allows(req.get_header_value("Authorization"))) {
-      const bool given = req.has_header("Authorization");
-      send_error(res, {401, given ? "Incorrect API key provided. Send one of the server's keys as Authorization: Bearer <key>."
-                                  : "You didn't provide an API key. Send Authorization: Bearer <key> (the server runs with --api-key).",
-                       "invalid_request_error", "", given ? "invalid_api_key" : "missing_api_key"});
-      res.set_header("WWW-Authenticate", "Bearer");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const std::string len = req.get_header_value("Content-Length");
-    unsigned long long n = 0;
-    const bool numeric = std::from_chars(len.data(), len.data() + len.size(), n).ec == std::errc{};
-    if (!len.empty() && (!numeric || n > hard_cap)) {
-      send_error(res, {400, "the request body is " + len + " bytes; the limit is " + std::to_string(max_body) + " (--http-max-body)",
-                       "invalid_request_error", "", "too_long"});
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string what = res.status == 404 ? "no such endpoint: " + req.method + " " + req.path + " (POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health)"
-                       : res.status == 413 ? "the request body is over the limit of --http-max-body"
-                                           : std::string("HTTP ") + std::to_string(res.status);
-    res.set_content(to_json({res.status, what, res.status >= 500 ? "server_error" : "invalid_request_error", "", ""}), "application/json");
-  });
-  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, {500, "internal error: " + what, "server_error", "", "internal"});
-  });
-  server_->Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { generate(q, r, openai_endpoint::completions); });
-  server_->Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { generate(q, r, openai_endpoint::chat_completions); });
-  server_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    json m = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "conveyor"}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
-  });
-  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const std::optional<std::string> why = health_ ? health_() : std::nullopt;
-    res.status = why ? 503 : 200;
-    res.set_content(json{{"status", why ? "unavailable" : "serving"}, {"reason", why ? json(*why) : json(nullptr)}, {"model", cfg_.model_name}}.dump(),
-                    "application/json");
-  });
   const int port = cfg_.port;
   if (port < 0 || port > 65535)
     throw bind_error("--http-port " + std::to_string(port) + " is not a TCP port; HINT: use 1..65535, or 0 for any free port");
-  const bool bound = port == 0 ? (port_ = server_->bind_to_any_port(cfg_.host)) > 0 : server_->bind_to_port(cfg_.host, port);
-  if (!bound)
-    throw bind_error("cannot bind the HTTP endpoint http://" + cfg_.host + ":" + std::to_string(port) +
-                     " (port in use, or not an address of this machine); HINT: pick another --http-port (0: any free port) or "
-                     "--http-host, or stop what holds that port");
-  if (port > 0) port_ = port;
+  http_server_config sc;
+  sc.host = cfg_.host;
+  sc.port = port;
+  sc.io_threads = cfg_.threads;
+  sc.max_body_bytes = cfg_.max_body_bytes;
+  try {
+    server_ = std::make_unique<http_server>(sc);
+  } catch (const std::exception& e) {
+    throw bind_error("cannot bind the HTTP endpoint http://" + cfg_.host + ":" + std::to_string(port) + " (" + e.what() +
+                     "); HINT: pick another --http-port (0: any free port) or --http-host, or stop what holds that port");
+  }
+  port_ = server_->port();
   endpoint_ = "http://" + cfg_.host + ":" + std::to_string(port_);
 }
 
-http_intake::~http_intake() {
-  // Never started (the runtime's start-up failed): nothing listens. The bound socket stays open
-  // until exit (httplib 0.11 closes it only from its loop, and running the loop now would serve
-  // /health from a half-built runtime).
-  stop();
-}
+http_intake::~http_intake() { stop(); }
 
 void http_intake::start(request_sink& sink) {
   if (started_) return;
   sink_ = &sink;
   started_ = true;
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // httplib 0.11's stop() does nothing until the loop runs: wait for it.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!server_->is_running() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Before a body is read: API keys on /v1 (401, OpenAI's shape).
+  auto precheck = [keys = cfg_.keys](const http_request& req) -> std::optional<std::pair<int, std::string>> {
+    if (!keys || !keys->enabled() || req.path.rfind("/v1", 0) != 0 || keys->allows(req.header("Authorization"))) return std::nullopt;
+    const bool given = req.has_header("Authorization");
+    return std::make_pair(401, to_json({401, given ? "Incorrect API key provided. Send one of the server's keys as Authorization: Bearer <key>."
+                                                   : "You didn't provide an API key. Send Authorization: Bearer <key> (the server runs with --api-key).",
+                                        "invalid_request_error", "", given ? "invalid_api_key" : "missing_api_key"}));
+  };
+  server_->start(precheck, [this](http_request req, std::shared_ptr<http_exchange> x) { route(std::move(req), std::move(x)); });
 }
 
 void http_intake::stop() {
-  // Called after the drain: every job has ended, so each handler has its terminal event and is
-  // writing it out. Let them finish (httplib cuts a stream off once the server stops), then wake
-  // any that still wait.
+  if (stopped_) return;
+  stopped_ = true;
+  // Called after the drain: every job has ended, so each exchange has its terminal event and is
+  // writing it out. Let them finish, then wake any that still wait (they answer 503).
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (active_.load() > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   watches_.close_all();
-  if (!thread_.joinable()) return;
-  server_->stop();
-  thread_.join();
+  server_->stop(std::chrono::milliseconds(2000));
 }
 
-void http_intake::generate(const httplib::Request& req, httplib::Response& res, openai_endpoint ep) {
+void http_intake::route(http_request req, std::shared_ptr<http_exchange> x) {
+  if (req.method == "POST" && req.path == "/v1/completions") return generate(std::move(req), std::move(x), openai_endpoint::completions);
+  if (req.method == "POST" && req.path == "/v1/chat/completions")
+    return generate(std::move(req), std::move(x), openai_endpoint::chat_completions);
+  if (req.method == "GET" && req.path == "/v1/models") {
+    json m = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "conveyor"}};
+    return x->respond(200, "application/json", json{{"object", "list"}, {"data", json::array({m})}}.dump());
+  }
+  if (req.method == "GET" && req.path == "/health") {
+    const std::optional<std::string> why = health_ ? health_() : std::nullopt;
+    return x->respond(why ? 503 : 200, "application/json",
+                      json{{"status", why ? "unavailable" : "serving"}, {"reason", why ? json(*why) : json(nullptr)}, {"model", cfg_.model_name}}.dump());
+  }
+  send_error(*x, {404, "no such endpoint: " + req.method + " " + req.path +
+                           " (POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health)",
+                  "invalid_request_error", "", ""});
+}
+
+void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, openai_endpoint ep) {
   if (req.body.size() > cfg_.max_body_bytes)
-    return send_error(res, {400, "the request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
-                                     std::to_string(cfg_.max_body_bytes) + " (--http-max-body)",
-                            "invalid_request_error", "", "too_long"});
+    return send_error(*x, {400, "the request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
+                                    std::to_string(cfg_.max_body_bytes) + " (--http-max-body)",
+                           "invalid_request_error", "", "too_long"});
   auto parsed = parse_openai_request(req.body, ep, cfg_.model_name, cfg_.limits);
-  if (auto* e = std::get_if<openai_error>(&parsed)) return send_error(res, *e);
+  if (auto* e = std::get_if<openai_error>(&parsed)) return send_error(*x, *e);
   auto r = std::make_shared<openai_request>(std::move(std::get<openai_request>(parsed)));
   // A client's request id becomes the job id, so that a retry finds the job instead of running it again.
   std::string id;
   bool client_id = false;
   for (const char* h : {"X-Request-Id", "Idempotency-Key"}) {
     if (!req.has_header(h)) continue;
-    id = req.get_header_value(h);
+    id = req.header(h);
     client_id = true;
     if (!schemas::valid_id(id))
-      return send_error(res, {400, std::string("the ") + h + " header must be 1-128 characters of [A-Za-z0-9._:/-] (it becomes the job id)",
-                              "invalid_request_error", h, "bad_request"});
+      return send_error(*x, {400, std::string("the ") + h + " header must be 1-128 characters of [A-Za-z0-9._:/-] (it becomes the job id)",
+                             "invalid_request_error", h, "bad_request"});
     break;
   }
   if (!client_id) {
@@ -221,82 +301,7 @@ void http_intake::generate(const httplib::Request& req, httplib::Response& res, 
   }
   r->job.id = id;
   r->job.stream = r->stream || r->logprobs;  // without logprobs a whole answer needs only the done event
-  auto [w, tag] = watches_.watch(id);
-  ++active_;
-  std::shared_ptr<lease> l(new lease{&watches_, id, tag, w, &active_});  // (a temporary lease would unwatch at once)
-  const reply_to to{this, tag};
-  sink_->deliver(to, schemas::decode_result(r->job));
-  auto reply = w->wait_reply();
-  if (!reply) return send_error(res, stopping_error());
-  auto rs = schemas::summarize_reply(*reply);
-  if (!rs) return send_error(res, {500, "internal error: the submit's reply cannot be read", "server_error", "", "internal"});
-  if (!rs->ok) {
-    std::string why;
-    if (rs->code != "duplicate") return send_error(res, error_for(rs->code, rs->message));
-    if (!attach(*sink_, *l, to, cfg_.limits.max_fetch_events, why))
-      return send_error(res, {409, "job " + id + " already ran and its results are no longer kept (" + why + "); send a new request id",
-                              "invalid_request_error", "X-Request-Id", "duplicate"});
-  }
-  res.set_header("X-Request-Id", id);
-  auto ctx = std::make_shared<openai_context>(openai_context{r.get(), id, unix_seconds(), piece_});
-  if (!r->stream) {
-    std::vector<schemas::event_summary> tokens;
-    while (auto ev = w->next()) {
-      if (ev->kind == "tokens") tokens.push_back(std::move(*ev));
-      if (ev->kind == "done") return res.set_content(render_completion(*ctx, tokens, *ev), "application/json");
-      if (ev->kind == "error") return send_error(res, error_for(ev->error_code, ev->message));
-    }
-    return send_error(res, stopping_error());
-  }
-  // Streaming: the provider runs on this handler thread until the job's terminal event.
-  struct stream_state {
-    bool started = false, shown = false, ended = false;
-  };
-  auto st = std::make_shared<stream_state>();
-  request_sink* sink = sink_;
-  res.set_chunked_content_provider("text/event-stream", [r, l, ctx, st, sink, client_id](size_t, httplib::DataSink& out) {
-    const auto write = [&out](const std::string& s) { return s.empty() || out.write(s.data(), s.size()); };
-    if (!st->started) {
-      st->started = true;
-      if (!write(render_chunk_start(*ctx))) return false;
-    }
-    auto ev = l->w->next(1000);
-    if (!ev) {
-      if (!out.is_writable()) return false;
-      if (l->w->closed()) {
-        write(render_chunk_error(stopping_error()));
-        st->ended = true;
-        out.done();
-      }
-      return true;
-    }
-    if (ev->kind == "tokens") {
-      st->shown = st->shown || !ev->text.empty();
-      return write(render_chunk_tokens(*ctx, *ev));
-    }
-    if (ev->kind == "done") {
-      if (!st->shown && !ev->text.empty()) {  // a job whose tokens events were not kept (stream: false elsewhere)
-        schemas::event_summary all;
-        all.kind = "tokens";
-        all.text = ev->text;
-        write(render_chunk_tokens(*ctx, all));
-      }
-      write(render_chunk_done(*ctx, *ev));
-      st->ended = true;
-      out.done();
-    } else if (ev->kind == "error") {
-      write(render_chunk_error(error_for(ev->error_code, ev->message)));
-      st->ended = true;
-      out.done();
-    }
-    return true;
-  },
-  [this, l, st, sink, client_id](bool) {
-    // The client went away before the end (httplib stops calling the provider once the socket
-    // fails): the job stops, unless a retry may come for it (a request id was given).
-    // (Tag 0 belongs to no watch: the cancel's reply is dropped. A null channel would read as PULL.)
-    if (!st->ended && !client_id) sink->deliver(reply_to{this, 0}, schemas::decode_result(schemas::cancel_request{l->id}));
-  });
+  std::make_shared<job_exchange>(*this, std::move(x), std::move(r), std::move(id), client_id)->begin();
 }
 
 } // namespace conveyor::transport

@@ -1,11 +1,11 @@
-// The OpenAI-compatible HTTP intake (cpp-httplib): POST /v1/completions and
-// /v1/chat/completions (whole answers, or server-sent events with stream: true), GET /v1/models
-// and /health. Each HTTP request is one job: its handler thread (from the intake's own pool)
-// reads and checks the body, watches the job id, hands the job to the request_sink like every
-// other intake, waits for the reply, then for the job's events (fed by the publisher's tap) and
-// writes them out on its own connection. A request id header (X-Request-Id or Idempotency-Key)
-// becomes the job id: a retried request finds the job already there (duplicate) and is answered
-// from its events (fetch, then live), so it never runs twice.
+// The OpenAI-compatible HTTP intake (on http_server: Boost.Beast, event-driven): POST
+// /v1/completions and /v1/chat/completions (whole answers, or server-sent events with stream:
+// true), GET /v1/models and /health. Each HTTP request is one job: its exchange (http_intake.cpp)
+// checks the body, watches the job id, hands the job to the request_sink like every other intake,
+// and is woken by the watch as the reply and the job's events (fed by the publisher's tap) come;
+// nothing blocks, so an open request costs memory, not a thread. A request id header
+// (X-Request-Id or Idempotency-Key) becomes the job id: a retried request finds the job already
+// there (duplicate) and is answered from its events (fetch, then live), so it never runs twice.
 #pragma once
 
 #include <atomic>
@@ -16,15 +16,10 @@
 #include <thread>
 
 #include "transport/api_keys.hpp"
+#include "transport/http_server.hpp"
 #include "transport/intake.hpp"
 #include "transport/job_watch.hpp"
 #include "transport/openai_response.hpp"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}
 
 namespace conveyor::transport {
 
@@ -32,8 +27,11 @@ struct http_config {
   std::string host = "127.0.0.1";
   /// -1: off (the runtime makes no intake), 0: any free port.
   int port = -1;
-  /// Handler threads: open connections served at once (each streaming or waiting request holds one).
-  int threads = 64;
+  /// I/O threads running every connection (connections are not bound to threads).
+  int threads = 2;
+  /// A whole (non-streamed) answer waits at most this long for its job, then gets 504 (and a job
+  /// without a request id is cancelled).
+  double request_timeout_s = 600.0;
   /// Largest request body; a longer one is refused with 400 before it is read.
   size_t max_body_bytes = 8u << 20;
   /// API keys (null or none set: open). /v1 routes need `Authorization: Bearer <key>`; /health
@@ -43,6 +41,8 @@ struct http_config {
   std::string model_name;
   schemas::decode_limits limits;
 };
+
+class job_exchange;
 
 class http_intake final : public intake, public reply_channel {
 public:
@@ -56,7 +56,8 @@ public:
   void set_health(health_fn health) { health_ = std::move(health); }
   ~http_intake() override;
   void start(request_sink& sink) override;
-  /// Wakes every waiting handler (they answer 503), closes the listener, joins the threads.
+  /// Lets answers being written finish, wakes every waiting exchange (they answer 503), closes
+  /// the listener and every connection, joins the threads.
   void stop() override;
   const std::string& endpoint() const override { return endpoint_; }
   int port() const { return port_; }
@@ -64,22 +65,26 @@ public:
   /// The publisher's tap: every job event as it goes out (any thread).
   void on_event(const std::string& job_id, const schemas::wire_bytes& event) { watches_.event(job_id, event); }
 
+  /// Connections open now (tests, metrics).
+  size_t connections() const { return server_->connections(); }
+
 private:
-  void generate(const httplib::Request& req, httplib::Response& res, openai_endpoint ep);
+  friend class job_exchange;
+  void route(http_request req, std::shared_ptr<http_exchange> x);
+  void generate(http_request req, std::shared_ptr<http_exchange> x, openai_endpoint ep);
 
   http_config cfg_;
   piece_fn piece_;
   health_fn health_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<http_server> server_;
   std::string endpoint_;
   int port_ = 0;
-  std::thread thread_;
   request_sink* sink_ = nullptr;
   watch_registry watches_;
   std::atomic<uint64_t> id_counter_{0};
   std::atomic<int64_t> active_{0};  // requests with a job: handlers and streams not yet released
   uint64_t id_salt_ = 0;
-  bool started_ = false;
+  bool started_ = false, stopped_ = false;
 };
 
 } // namespace conveyor::transport

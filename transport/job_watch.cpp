@@ -5,6 +5,16 @@
 
 namespace conveyor::transport {
 
+void job_watch::notify() {
+  std::shared_ptr<std::function<void()>> l;
+  {
+    std::lock_guard lk(mu_);
+    l = listener_;
+  }
+  cv_.notify_all();
+  if (l && *l) (*l)();
+}
+
 void job_watch::add(schemas::event_summary ev) {
   {
     std::lock_guard lk(mu_);
@@ -12,7 +22,7 @@ void job_watch::add(schemas::event_summary ev) {
     const uint64_t seq = ev.seq;
     held_.emplace(seq, std::move(ev));
   }
-  cv_.notify_all();
+  notify();
 }
 
 void job_watch::set_reply(schemas::wire_bytes bytes) {
@@ -20,7 +30,7 @@ void job_watch::set_reply(schemas::wire_bytes bytes) {
     std::lock_guard lk(mu_);
     reply_ = std::move(bytes);
   }
-  cv_.notify_all();
+  notify();
 }
 
 void job_watch::close() {
@@ -28,7 +38,32 @@ void job_watch::close() {
     std::lock_guard lk(mu_);
     closed_ = true;
   }
-  cv_.notify_all();
+  notify();
+}
+
+void job_watch::set_listener(std::function<void()> listener) {
+  bool ready = false;
+  {
+    std::lock_guard lk(mu_);
+    listener_ = std::make_shared<std::function<void()>>(std::move(listener));
+    ready = reply_.has_value() || closed_ || !held_.empty();
+  }
+  if (ready) notify();
+}
+
+std::optional<schemas::wire_bytes> job_watch::take_reply() {
+  std::lock_guard lk(mu_);
+  std::optional<schemas::wire_bytes> out = std::move(reply_);
+  reply_.reset();
+  return out;
+}
+
+std::optional<schemas::event_summary> job_watch::try_next() {
+  std::lock_guard lk(mu_);
+  if (held_.empty() || held_.begin()->first != next_) return std::nullopt;
+  auto node = held_.extract(held_.begin());
+  ++next_;
+  return std::move(node.mapped());
 }
 
 std::optional<schemas::wire_bytes> job_watch::wait_reply() {

@@ -1,11 +1,14 @@
-// Jobs an HTTP request waits on. An HTTP handler thread registers a watch for its job id before
-// it submits, so no event can be missed; the publisher's tap (any job event, as it is sent) and
-// the intake's reply channel (the answer to the submit, or to a fetch) feed the watch; the
-// handler pops events in seq order, each once, whether they came live or from a fetch.
+// Jobs an HTTP request waits on. An HTTP exchange registers a watch for its job id before it
+// submits, so no event can be missed; the publisher's tap (any job event, as it is sent) and the
+// intake's reply channel (the answer to the submit, a fetch or a status) feed the watch; the
+// exchange pops events in seq order, each once, whether they came live or from a fetch. Nobody
+// blocks on a watch: its listener is called (from whichever thread fed it) and the exchange then
+// takes what is ready on its own connection's strand.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +30,14 @@ public:
   void set_reply(schemas::wire_bytes bytes);
   /// Wakes the waiter for good: the intake is stopping.
   void close();
+  /// Called, outside the watch's lock, after every add, reply and close (any thread); and at
+  /// once when something is already there.
+  void set_listener(std::function<void()> listener);
 
+  /// The reply, if it has come (taken once).
+  std::optional<schemas::wire_bytes> take_reply();
+  /// The next event in seq order, if it is here.
+  std::optional<schemas::event_summary> try_next();
   /// Waits for the reply (nullopt: closed first).
   std::optional<schemas::wire_bytes> wait_reply();
   /// Waits for the next event in seq order (nullopt: closed first, or `for_ms` passed when >= 0).
@@ -38,8 +48,11 @@ public:
   bool closed() const;
 
 private:
+  void notify();
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::shared_ptr<std::function<void()>> listener_;
   std::optional<schemas::wire_bytes> reply_;
   std::map<uint64_t, schemas::event_summary> held_;
   uint64_t next_ = 0;
