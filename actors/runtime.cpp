@@ -33,7 +33,10 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
     : eps_(std::move(eps)) {
   // What the last incarnation left (throws journal_error on a damaged file, before anything runs).
   recovery_plan plan;
-  if (o.journal) plan = plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
+  if (o.journal) {
+    plan = plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
+    o.journal->open_for_writing();  // only now: a journal refused while loading stays untouched
+  }
   recovered_ = {plan.finished.size(), plan.resumed.size(), plan.poisoned.size()};
   if (!o.trace_path.empty()) {
     const trace_header th{o.sched.batching, o.sched.max_num_seqs, o.sched.max_num_batched_tokens,

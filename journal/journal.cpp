@@ -62,11 +62,9 @@ std::vector<stored_job> journal::load() {
       sqlite3_prepare_v2(db_, "SELECT seq, body FROM events WHERE job_id=?1 ORDER BY seq", -1, &events.s, nullptr) != SQLITE_OK ||
       sqlite3_prepare_v2(db_, "SELECT body FROM events WHERE job_id=?1 ORDER BY seq DESC LIMIT 1", -1, &last.s, nullptr) != SQLITE_OK)
     fail(sqlite3_errmsg(db_));
-  exec("BEGIN IMMEDIATE");
+  exec("BEGIN");  // one snapshot (read-only until open_for_writing)
+  std::vector<std::pair<std::string, int32_t>> crash_runs;
   try {
-    stmt update;
-    if (sqlite3_prepare_v2(db_, "UPDATE jobs SET crash_runs=?2 WHERE job_id=?1", -1, &update.s, nullptr) != SQLITE_OK)
-      fail(sqlite3_errmsg(db_));
     int rc;
     while ((rc = sqlite3_step(jobs.s)) == SQLITE_ROW) {
       stored_job j;
@@ -87,9 +85,7 @@ std::vector<stored_job> journal::load() {
       if (!j.ended_unix) {
         const bool ran_in_last = sqlite3_column_int64(jobs.s, 4) == epoch_ - 1;
         j.crash_runs = ran_in_last ? static_cast<int32_t>(sqlite3_column_int64(jobs.s, 5)) + 1 : 0;
-        bind_text(update.s, 1, j.job_id);
-        sqlite3_bind_int64(update.s, 2, j.crash_runs);
-        if (run(update.s) != SQLITE_DONE) fail(sqlite3_errmsg(db_));
+        crash_runs.emplace_back(j.job_id, j.crash_runs);
       }
       out.push_back(std::move(j));
     }
@@ -99,7 +95,29 @@ std::vector<stored_job> journal::load() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+  pending_crash_runs_ = std::move(crash_runs);
+  if (writable_) store_crash_runs();
   return out;
+}
+
+// The crash counts load() found, stored (they count this start as one more run).
+void journal::store_crash_runs() {
+  if (pending_crash_runs_.empty()) return;
+  stmt update;
+  if (sqlite3_prepare_v2(db_, "UPDATE jobs SET crash_runs=?2 WHERE job_id=?1", -1, &update.s, nullptr) != SQLITE_OK) fail(sqlite3_errmsg(db_));
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const auto& [id, n] : pending_crash_runs_) {
+      bind_text(update.s, 1, id);
+      sqlite3_bind_int64(update.s, 2, n);
+      if (run(update.s) != SQLITE_DONE) fail(sqlite3_errmsg(db_));
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  pending_crash_runs_.clear();
 }
 
 // One job's writes in a batch, in the batch's order.
@@ -155,6 +173,7 @@ int journal::write_job(const std::string& id, const job_writes& w, double now_un
 
 std::vector<refused_job> journal::commit(const write_batch& b) {
   if (b.empty()) return {};
+  open_for_writing();
   std::vector<std::string> order;
   std::unordered_map<std::string, job_writes> by_job;
   auto of = [&](const std::string& id) -> job_writes& {
@@ -206,6 +225,7 @@ std::vector<refused_job> journal::commit(const write_batch& b) {
 }
 
 size_t journal::prune(double before_unix, size_t max_ended) {
+  open_for_writing();
   stmt sel;
   if (sqlite3_prepare_v2(db_, "SELECT job_id FROM jobs WHERE ended_unix IS NOT NULL AND (ended_unix < ?1 OR job_id IN "
                               "(SELECT job_id FROM jobs WHERE ended_unix IS NOT NULL ORDER BY ended_unix DESC LIMIT -1 OFFSET ?2))",

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct sqlite3;
@@ -88,8 +89,9 @@ public:
   /// $XDG_STATE_HOME/conveyor, else $HOME/.local/state/conveyor.
   static std::string default_state_dir();
 
-  /// Opens (creating the directory and the file when absent) and checks it, takes the file's
-  /// lock (one server per journal) and starts a new epoch. Throws journal_error.
+  /// Opens (creating the directory and the file when absent) and checks it read-only, and takes
+  /// the file's lock (one server per journal). Throws journal_error. Nothing is written until
+  /// open_for_writing() (or the first commit or prune).
   journal(const std::string& path, sync_mode mode);
   ~journal();
   journal(const journal&) = delete;
@@ -99,6 +101,10 @@ public:
   /// This incarnation's number, from 1.
   int64_t epoch() const { return epoch_; }
 
+  /// Starts writing: a new epoch, and the crash counts load() found stored. Call it once what
+  /// load() returned was accepted: a journal refused before (a bad file, a job it cannot
+  /// resume) is left byte for byte as it was, its WAL included.
+  void open_for_writing();
   /// Every stored job, by arrival. Unfinished jobs come with all their events and their crash
   /// count updated for this start (a job marked running in the previous epoch: +1, else 0);
   /// ended jobs with their terminal event alone. Throws journal_error.
@@ -122,6 +128,7 @@ private:
   void close_connection();
   void create_fresh();
   void check_file(const std::string& move_away);
+  void store_crash_runs();
   struct job_writes;
   int write_job(const std::string& id, const job_writes& w, double now_unix, std::string& why);
   void exec(const char* sql);
@@ -129,6 +136,9 @@ private:
   sqlite3_stmt* prepare(const char* sql);
 
   std::string path_;
+  sync_mode mode_;
+  bool writable_ = false;
+  std::vector<std::pair<std::string, int32_t>> pending_crash_runs_;  // from load(), stored by open_for_writing
   sqlite3* db_ = nullptr;
   int lock_fd_ = -1;
   int64_t epoch_ = 0;

@@ -41,7 +41,7 @@ std::string journal::default_state_dir() {
   return (std::filesystem::path(home && *home ? home : ".") / ".local" / "state" / "conveyor").string();
 }
 
-journal::journal(const std::string& path, sync_mode mode) : path_(path) {
+journal::journal(const std::string& path, sync_mode mode) : path_(path), mode_(mode) {
   const std::string move_away = "move the file away (its jobs are then lost) or pass another --state-dir";
   std::error_code ec;
   const auto dir = std::filesystem::path(path).parent_path();
@@ -68,26 +68,33 @@ journal::journal(const std::string& path, sync_mode mode) : path_(path) {
            "jobs cannot be resumed. Restore it from a backup, or delete it (and any journal.db-wal beside it) to start an "
            "empty journal, or pass another --state-dir");
     }
-    // Checked read-only, so a file that is refused is left exactly as it was: no WAL merged into
-    // it, no WAL deleted (the operator's evidence, and maybe recoverable jobs).
+    // Checked, and later loaded, read-only: a file refused at either point is left exactly as it
+    // was (no WAL merged into it, no WAL deleted: the operator's evidence, and maybe recoverable
+    // jobs). open_for_writing() switches once the runtime has accepted what load() found.
     open_connection(SQLITE_OPEN_READONLY);
     check_file(move_away);
-    close_connection();
-    open_connection(SQLITE_OPEN_READWRITE);
-    exec("PRAGMA journal_mode=WAL");
-    exec(mode == sync_mode::power ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-    exec("PRAGMA journal_size_limit=16777216");  // the WAL shrinks back to 16 MiB after a checkpoint
-    exec(("UPDATE meta SET value=" + std::to_string(epoch_) + " WHERE key='epoch'").c_str());
-    insert_job_ = prepare("INSERT OR REPLACE INTO jobs(job_id, request, arrival_unix) VALUES(?1, ?2, ?3)");
-    clear_events_ = prepare("DELETE FROM events WHERE job_id=?1");
-    insert_event_ = prepare("INSERT INTO events(job_id, seq, body) VALUES(?1, ?2, ?3)");
-    end_job_ = prepare("UPDATE jobs SET ended_unix=?2 WHERE job_id=?1");
-    mark_running_ = prepare("UPDATE jobs SET running_epoch=?2 WHERE job_id=?1");
-    mark_cancelled_ = prepare("UPDATE jobs SET cancelled=1 WHERE job_id=?1");
   } catch (...) {
     close();
     throw;
   }
+}
+
+void journal::open_for_writing() {
+  if (writable_) return;
+  close_connection();
+  open_connection(SQLITE_OPEN_READWRITE);
+  exec("PRAGMA journal_mode=WAL");
+  exec(mode_ == sync_mode::power ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  exec("PRAGMA journal_size_limit=16777216");  // the WAL shrinks back to 16 MiB after a checkpoint
+  exec(("UPDATE meta SET value=" + std::to_string(epoch_) + " WHERE key='epoch'").c_str());
+  insert_job_ = prepare("INSERT OR REPLACE INTO jobs(job_id, request, arrival_unix) VALUES(?1, ?2, ?3)");
+  clear_events_ = prepare("DELETE FROM events WHERE job_id=?1");
+  insert_event_ = prepare("INSERT INTO events(job_id, seq, body) VALUES(?1, ?2, ?3)");
+  end_job_ = prepare("UPDATE jobs SET ended_unix=?2 WHERE job_id=?1");
+  mark_running_ = prepare("UPDATE jobs SET running_epoch=?2 WHERE job_id=?1");
+  mark_cancelled_ = prepare("UPDATE jobs SET cancelled=1 WHERE job_id=?1");
+  writable_ = true;
+  store_crash_runs();
 }
 
 void journal::open_connection(int flags) {

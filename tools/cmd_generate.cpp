@@ -13,6 +13,7 @@
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
+#include "model/weight_check.hpp"
 #include "model/tokenizer.hpp"
 #include "tools/commands.hpp"
 
@@ -58,6 +59,7 @@ int run_generate(const generate_opts& o) {
   const auto t_load = clock_type::now();
   auto file = model::open_model(model::resolve_model(o.model));
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
+  model::check_weights_finite(file);            // NaN or Inf weights: refused, naming the tensor
   auto tok = model::tokenizer::from_gguf(file);
   std::vector<token_id> prompt;
   if (o.chat) {

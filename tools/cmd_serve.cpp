@@ -18,6 +18,7 @@
 #include "model/cpu_executor.hpp"
 #include "model/gguf.hpp"
 #include "model/model_path.hpp"
+#include "model/weight_check.hpp"
 #include "tools/commands.hpp"
 #include "tools/serve_options.hpp"
 #include "transport/api_keys.hpp"
@@ -100,6 +101,7 @@ int run_serve(const serve_options& o) {
   auto endpoints = std::make_unique<actors::bound_endpoints>(bind_opts);
   auto file = model::open_model(model_path);
   (void)model::llama_config::from_gguf(file);  // an unsupported model fails here, before the tokenizer
+  if (o.device == "cpu" || o.device == "cuda") model::check_weights_finite(file);  // NaN or Inf weights: refused, naming the tensor
   auto tok = model::tokenizer::from_gguf(file);
   std::shared_ptr<executor> ex;
   std::string model_desc;

@@ -50,11 +50,13 @@ class SoakServer(Server):
 
 
 class Dealer(threading.Thread):
-    """One DEALER, INFLIGHT submits in flight; every request must get exactly one reply."""
+    """One DEALER, up to INFLIGHT submits in flight, at most `rate` submits a second on average
+    (the server keeps 100,000 ended jobs fetchable: the check at the end needs them all); every
+    request must get exactly one reply."""
 
-    def __init__(self, server, rng, prefix, stats):
+    def __init__(self, server, rng, prefix, stats, rate):
         super().__init__(daemon=True)
-        self.server, self.rng, self.prefix, self.stats = server, rng, prefix, stats
+        self.server, self.rng, self.prefix, self.stats, self.rate = server, rng, prefix, stats, rate
         self.pausing = threading.Event()
         self.paused = threading.Event()
         self.halt = threading.Event()
@@ -69,8 +71,10 @@ class Dealer(threading.Thread):
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.connect(self.server.router)
                 outstanding = collections.OrderedDict()  # id -> sent at
+                t0, sent0 = time.monotonic(), self.n
                 while not self.pausing.is_set() or outstanding:
-                    while not self.pausing.is_set() and len(outstanding) < INFLIGHT:
+                    under_rate = (self.n - sent0) < self.rate * (time.monotonic() - t0 + 0.1)
+                    while not self.pausing.is_set() and len(outstanding) < INFLIGHT and under_rate:
                         self.n += 1
                         jid = "%s/%d" % (self.prefix, self.n)
                         job = {"op": "submit", "id": jid, "prompt": "soak", "max_tokens": self.rng.randint(1, 16),
@@ -127,7 +131,7 @@ class Pusher(threading.Thread):
                                 "ignore_eos": True}))
                 self.pushed.append(jid)
                 self.stats["push_sent"] += 1
-                time.sleep(self.rng.uniform(0.005, 0.03))
+                time.sleep(self.rng.uniform(0.02, 0.06))
             sock.close()  # linger: what was sent reaches the server before it is killed
             self.paused.set()
             while self.pausing.is_set() and not self.halt.is_set():
@@ -138,9 +142,9 @@ class Pusher(threading.Thread):
 class HttpClient(threading.Thread):
     """Completions with reused ids and short timeouts: a timed-out id is retried until a 200."""
 
-    def __init__(self, server, rng, prefix, stats):
+    def __init__(self, server, rng, prefix, stats, rate):
         super().__init__(daemon=True)
-        self.server, self.rng, self.prefix, self.stats = server, rng, prefix, stats
+        self.server, self.rng, self.prefix, self.stats, self.rate = server, rng, prefix, stats, rate
         self.pausing, self.paused, self.halt = threading.Event(), threading.Event(), threading.Event()
         self.done = set()
         self.n = 0
@@ -174,6 +178,7 @@ class HttpClient(threading.Thread):
             jid = self.rng.choice(sorted(self.done)) if self.done and self.rng.random() < 0.2 else pending
             status = self.post(jid, self.rng.uniform(0.2, 3.0))
             self.stats["http_requests"] += 1
+            time.sleep(self.rng.uniform(0, 2.0 / self.rate))
             if status is None:
                 self.stats["http_client_timeouts"] += 1
                 continue
@@ -202,7 +207,13 @@ def check_job(req, jid, problems):
     return len(events)
 
 
-def run_soak(binary, work_dir, seed, phases=4, phase_s=20.0, dealers=3, pushers=1, http_clients=4):
+def run_soak(binary, work_dir, seed, phases=4, phase_s=20.0, dealers=3, pushers=1, http_clients=4, zmq_rate=None):
+    """zmq_rate: submits a second per DEALER. The rates keep every job of the run fetchable for
+    the check at the end (the server retains 100,000 ended jobs): 40,000 ZeroMQ submits and 20,000
+    HTTP requests per run by default, whatever its length."""
+    if zmq_rate is None:
+        zmq_rate = 40000.0 / (dealers * phases * phase_s)
+    http_rate = 20000.0 / (max(1, http_clients) * phases * phase_s)
     rng = random.Random(seed)
     state, logs = os.path.join(work_dir, "state"), os.path.join(work_dir, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -210,9 +221,9 @@ def run_soak(binary, work_dir, seed, phases=4, phase_s=20.0, dealers=3, pushers=
     stats = collections.Counter()
     t0 = time.monotonic()
     server.start()
-    workers = ([Dealer(server, random.Random(rng.random()), "soak-z%d" % i, stats) for i in range(dealers)] +
+    workers = ([Dealer(server, random.Random(rng.random()), "soak-z%d" % i, stats, zmq_rate) for i in range(dealers)] +
                [Pusher(server, random.Random(rng.random()), "soak-p%d" % i, stats) for i in range(pushers)] +
-               [HttpClient(server, random.Random(rng.random()), "soak-h%d" % i, stats) for i in range(http_clients)])
+               [HttpClient(server, random.Random(rng.random()), "soak-h%d" % i, stats, http_rate) for i in range(http_clients)])
     for w in workers:
         w.start()
     restarts = 0
@@ -256,7 +267,7 @@ def run_soak(binary, work_dir, seed, phases=4, phase_s=20.0, dealers=3, pushers=
     journal_refusals = log_text.count("could not store job")
     self_stops = log_text.count("journal write failed") + log_text.count("stopping (jobs resume")
     report = {
-        "seed": seed, "phases": phases, "phase_s": phase_s, "restarts": restarts, "load_s": round(load_s, 1),
+        "seed": seed, "zmq_rate_per_dealer": round(zmq_rate, 1), "phases": phases, "phase_s": phase_s, "restarts": restarts, "load_s": round(load_s, 1),
         "wall_s": round(time.monotonic() - t0, 1), "accepted_jobs": len(accepted), "events_checked": events,
         "requests_without_exactly_one_reply": stats["zmq_no_reply"] + stats["zmq_unexpected_replies"],
         "journal_refused_writes": journal_refusals, "server_self_stops": self_stops,

@@ -218,6 +218,24 @@ def test_a_client_that_goes_away_cancels_its_stream(http_server):
             time.sleep(0.2)
 
 
+def test_a_client_that_goes_away_cancels_its_whole_answer(http_server):
+    """Not streamed: the server notices the closed socket while the job runs and cancels it."""
+    import socket
+    with http_server.client() as c:
+        before = c.stats()["finished"]["cancelled"]
+    host, port = http_server.base[len("http://"):].split(":")
+    body = json.dumps({"messages": MESSAGES, "max_tokens": 4000, "ignore_eos": True}).encode()
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.5)  # the job runs
+    deadline = time.monotonic() + 30
+    with http_server.client() as c:
+        while c.stats()["finished"]["cancelled"] == before:
+            assert time.monotonic() < deadline, "the job of a client that went away was not cancelled"
+            time.sleep(0.2)
+
+
 def test_draining_server_answers_503():
     s = HttpServer("--no-journal", "--drain-timeout", "20")
     try:

@@ -172,8 +172,9 @@ BOOST_AUTO_TEST_CASE(crash_runs_count_consecutive_epochs_a_job_was_running_in) {
     j.commit(w);
   }
   {
-    journal j(d.file(), sync_mode::process);  // epoch 3
+    journal j(d.file(), sync_mode::process);  // epoch 3 (a start: load, then writing, as the runtime does)
     BOOST_TEST(j.load()[0].crash_runs == 2);
+    j.open_for_writing();
   }
   journal j(d.file(), sync_mode::process);  // epoch 4: it did not run in epoch 3
   BOOST_TEST(j.load()[0].crash_runs == 0);
@@ -286,6 +287,30 @@ BOOST_AUTO_TEST_CASE(a_refused_journal_and_its_wal_are_left_untouched) {
   // The undamaged copy opens, and its jobs (in the WAL) are all there.
   journal j(crashed.file(), sync_mode::process);
   BOOST_TEST(j.load().size() == 340u);
+}
+
+// A journal whose file is sound but whose jobs cannot be resumed (a job without events) is
+// refused by load(), and left untouched too: nothing is written before open_for_writing().
+BOOST_AUTO_TEST_CASE(a_journal_refused_while_loading_is_left_untouched) {
+  temp_dir d, crashed;
+  {
+    journal j(d.file(), sync_mode::process);
+    for (int i = 0; i < 5; ++i) j.commit(accept("job-" + std::to_string(i), i));
+    sqlite3* db = nullptr;
+    BOOST_REQUIRE(sqlite3_open(d.file().c_str(), &db) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_exec(db, "DELETE FROM events WHERE job_id='job-3'", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    fs::copy_file(d.file(), crashed.file());
+    fs::copy_file(d.file() + "-wal", crashed.file() + "-wal");
+  }
+  const std::string main_before = contents(crashed.file()), wal_before = contents(crashed.file() + "-wal");
+  {
+    journal j(crashed.file(), sync_mode::process);
+    BOOST_CHECK_THROW(j.load(), journal_error);
+  }
+  BOOST_TEST((contents(crashed.file()) == main_before), "the journal file must be unchanged");
+  BOOST_TEST(fs::exists(crashed.file() + "-wal"), "the WAL must not be deleted");
+  BOOST_TEST((contents(crashed.file() + "-wal") == wal_before), "the WAL must be unchanged");
 }
 
 BOOST_AUTO_TEST_CASE(a_foreign_sqlite_file_and_a_newer_journal_are_refused) {
