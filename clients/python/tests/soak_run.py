@@ -45,7 +45,7 @@ class SoakServer(Server):
     def args(self):
         a = super().args()
         a[a.index("--device") + 1] = "null"
-        return a + ["--http-port", str(self.http_port), "--num-kv-blocks", "20000", "--max-num-seqs", "256",
+        return a + ["--http-port", str(self.http_port), "--num-kv-blocks", "20000", "--max-num-seqs", "256", "--retention", "7200",
                     "--drain-timeout", "0"]
 
 
@@ -176,7 +176,9 @@ class HttpClient(threading.Thread):
                 pending = "%s/%d" % (self.prefix, self.n)
             # Sometimes a finished id is sent again: it must attach, not run twice.
             jid = self.rng.choice(sorted(self.done)) if self.done and self.rng.random() < 0.2 else pending
-            status = self.post(jid, self.rng.uniform(0.2, 3.0))
+            # A third of the requests give up almost at once (the job runs on: it has a request
+            # id) and are retried under the same id, which must attach to the job.
+            status = self.post(jid, self.rng.uniform(0.001, 0.01) if self.rng.random() < 0.33 else self.rng.uniform(0.2, 3.0))
             self.stats["http_requests"] += 1
             time.sleep(self.rng.uniform(0, 2.0 / self.rate))
             if status is None:
