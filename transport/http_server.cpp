@@ -155,6 +155,12 @@ private:
   }
 
   void on_header(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) {  // Content-Length over 4x the limit: refused unread
+      keep_alive_ = false;
+      return do_respond(400, "application/json",
+                        error_json("the request body is over 4x the limit of " + std::to_string(srv_->cfg.max_body_bytes) +
+                                       " bytes (--http-max-body); refused unread", "too_long"), {}, true);
+    }
     if (ec) return close();  // the client closed, or its headers did not come in time
     const auto& msg = parser_->get();
     req_ = http_request{};
@@ -163,13 +169,6 @@ private:
     req_.path = target.substr(0, target.find('?'));
     for (const auto& f : msg) req_.headers[lower(std::string(f.name_string()))] = std::string(f.value());
     keep_alive_ = msg.keep_alive();
-    const auto len = parser_->content_length();
-    if (len && *len > 4 * srv_->cfg.max_body_bytes) {
-      keep_alive_ = false;  // refused unread: the connection closes after the answer
-      return do_respond(400, "application/json",
-                        error_json("the request body is " + std::to_string(*len) + " bytes; the limit is " +
-                                       std::to_string(srv_->cfg.max_body_bytes) + " (--http-max-body)", "too_long"), {}, true);
-    }
     if (srv_->precheck) {
       if (auto refusal = srv_->precheck(req_)) {
         keep_alive_ = false;
