@@ -145,6 +145,9 @@ BOOST_AUTO_TEST_CASE(serve_refuses_bad_settings_with_exit_code_2) {
                "--router and --pub both name port 45123");
   expect_error("serve --model " + tiny + " --http-port 45124 --metrics-port 45124 --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* "
                "--pull tcp://127.0.0.1:* --no-journal", "--http-port and --metrics-port both name port 45124");
+  // A repeatable setting in TOML is a list of strings (api_key = ["k1", "k2"]).
+  std::ofstream(cfg) << "api_key = [1, 2]\n";
+  expect_error("serve --model " + tiny + " --config " + cfg, "'api_key' must be a list of strings");
   // A pool that cannot hold a useful sequence is refused, not served with max_model_len 4.
   expect_error("serve --model " + tiny + " --device null --num-kv-blocks 1 --no-journal --router tcp://127.0.0.1:* --pub tcp://127.0.0.1:* "
                "--pull tcp://127.0.0.1:*", "too small to serve");
