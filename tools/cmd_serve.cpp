@@ -81,8 +81,6 @@ int run_serve(const serve_options& o) {
     spdlog::error("conveyor serve: {}", err);
     return 2;
   }
-  // Bad key files fail here, before the model loads (runtime() reads them again for good).
-  if (!o.curve_secret_key.empty()) (void)transport::load_curve_server_config(o.curve_secret_key, o.authorized_keys);
   auto keys = std::make_shared<transport::api_keys>(o.api_key, o.api_key_file);
   std::vector<std::string> warnings;
   if (auto err = o.check_http_security(keys->enabled(), warnings); !err.empty()) {
@@ -94,7 +92,8 @@ int run_serve(const serve_options& o) {
   // With NATS the fleet's jobs and events live in JetStream: a replica that restarts gets its
   // unfinished jobs back as redeliveries, like any other replica, so no local journal.
   if (o.journal && !o.nats.enabled()) jr = std::make_shared<journal::journal>(o.journal_file(), *journal::sync_mode_from_string(o.journal_sync));
-  // Every socket is bound before the model loads: a taken port fails start-up at once.
+  // Every socket is bound before the model loads: a taken port, or a bad CURVE key file (read by
+  // runtime()), fails start-up at once.
   const std::string model_path = model::resolve_model(o.model);
   actors::runtime_options bind_opts = o.runtime(executor_info{}, model_path);
   bind_opts.api_keys = keys;
