@@ -45,9 +45,7 @@ void on_decode_error(self_ptr self, const transport::reply_to& to, const schemas
     to.send(schemas::encode(schemas::to_reply(e)));
     return;
   }
-  refusal why{e.code == error_code::too_long ? refusal_code::too_long
-              : e.code == error_code::internal ? refusal_code::internal
-                                               : refusal_code::bad_request,
+  refusal why{e.code == error_code::too_long || e.code == error_code::internal ? e.code : error_code::bad_request,
               (e.field.empty() ? "" : e.field + ": ") + e.message};
   if (e.id.empty()) {
     refuse_submit(ctx, to, e.id, why);  // counted; nobody to tell

@@ -81,7 +81,7 @@ std::variant<std::vector<token_id>, refusal> tokenize(const request_state& st) {
       ids = tok.encode(*text, /*parse_special=*/false);
     } else if (auto* msgs = std::get_if<std::vector<schemas::chat_message>>(&st.job.input)) {
       if (!st.ctx.chat)
-        return refusal{refusal_code::bad_request, "messages: the model's chat template did not compile at start-up (see the "
+        return refusal{error_code::bad_request, "messages: the model's chat template did not compile at start-up (see the "
                                                   "server's log); send `prompt` instead"};
       std::vector<model::chat_message> m;
       for (const auto& x : *msgs) m.push_back({x.role, x.content});
@@ -89,20 +89,20 @@ std::variant<std::vector<token_id>, refusal> tokenize(const request_state& st) {
       try {
         text = st.ctx.chat->render(m);
       } catch (const model::chat_template_error& e) {  // the template refused these messages
-        return refusal{refusal_code::bad_request, std::string("messages: ") + e.what()};
+        return refusal{error_code::bad_request, std::string("messages: ") + e.what()};
       }
       ids = tok.encode(text, /*parse_special=*/true);
     } else {
       ids = std::get<std::vector<token_id>>(st.job.input);
       for (token_id t : ids)
         if (t < 0 || t >= tok.vocab_size())
-          return refusal{refusal_code::bad_request, "prompt_tokens: id " + std::to_string(t) + " is outside the vocabulary [0, " +
+          return refusal{error_code::bad_request, "prompt_tokens: id " + std::to_string(t) + " is outside the vocabulary [0, " +
                                                         std::to_string(tok.vocab_size()) + ")"};
     }
   } catch (const std::exception& e) {
-    return refusal{refusal_code::bad_request, std::string("prompt: cannot tokenize: ") + e.what()};
+    return refusal{error_code::bad_request, std::string("prompt: cannot tokenize: ") + e.what()};
   }
-  if (ids.empty()) return refusal{refusal_code::bad_request, "prompt: it has no tokens"};
+  if (ids.empty()) return refusal{error_code::bad_request, "prompt: it has no tokens"};
   return ids;
 }
 
@@ -120,15 +120,15 @@ model::grammar_kind grammar_kind_of(schemas::response_format::kind k) {
 // output a resumed job had already published; or why it cannot be had.
 std::variant<std::shared_ptr<token_constraint>, refusal> constraint_for(const request_state& st) {
   if (!st.job.format) return std::shared_ptr<token_constraint>{};
-  if (!st.ctx.grammars) return refusal{refusal_code::bad_request, "response_format: structured outputs are not available on this server"};
+  if (!st.ctx.grammars) return refusal{error_code::bad_request, "response_format: structured outputs are not available on this server"};
   std::shared_ptr<token_constraint> c;
   try {
     c = st.ctx.grammars->constrain(grammar_kind_of(st.job.format->type), st.job.format->spec);
   } catch (const model::grammar_error& e) {
-    return refusal{refusal_code::bad_request, std::string("response_format: the ") + schemas::to_string(st.job.format->type) +
+    return refusal{error_code::bad_request, std::string("response_format: the ") + schemas::to_string(st.job.format->type) +
                                                   " does not compile: " + e.what()};
   } catch (const std::exception& e) {
-    return refusal{refusal_code::internal, std::string("response_format: the grammar engine failed: ") + e.what()};
+    return refusal{error_code::internal, std::string("response_format: the grammar engine failed: ") + e.what()};
   }
   if (st.resume)
     for (token_id t : st.resume->published)
@@ -231,7 +231,7 @@ void start(self_ptr self) {
           [self](caf::error& e) {
             auto& st = self->state;
             st.submit_answered = true;
-            const refusal why{refusal_code::internal, "scheduler unavailable: " + self->system().render(e)};
+            const refusal why{error_code::internal, "scheduler unavailable: " + self->system().render(e)};
             if (st.resume) return resume_failed(self, why);
             refuse_submit(st.ctx, st.to, st.job.id, why);
             self->quit();
@@ -314,11 +314,11 @@ void resume_ended(self_ptr self, submission sub, finish_reason reason) {
 // whose prompt and output reach max_model_len had ended (length); anything else ends with an error.
 void resume_failed(self_ptr self, const refusal& why) {
   auto& st = self->state;
-  if (why.code == refusal_code::shutting_down) {
+  if (why.code == error_code::shutting_down) {
     end_actor(self);
     return;
   }
-  if (why.code == refusal_code::too_long) {
+  if (why.code == error_code::too_long) {
     job_end end;
     end.reason = finish_reason::length;  // its prompt and output reach max_model_len
     end.prompt_tokens = st.prompt_len;
@@ -327,7 +327,7 @@ void resume_failed(self_ptr self, const refusal& why) {
     return on_end(self, end);
   }
   schemas::error_event ev;
-  ev.code = schemas::to_error_code(why.code);
+  ev.code = why.code;
   ev.message = "the job could not resume after a restart: " + why.message;
   publish(self, std::move(ev), true);
   if (st.ctx.registry) st.ctx.registry->count_failed();
@@ -367,7 +367,7 @@ request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request
 } // namespace
 
 void refuse_submit(const front_context& ctx, const transport::reply_to& to, const std::string& job_id, const refusal& why) {
-  const schemas::error_code code = schemas::to_error_code(why.code);
+  const schemas::error_code code = why.code;
   if (ctx.registry) ctx.registry->count_rejected_submit(schemas::to_string(code));
   if (!to.fire_and_forget()) {
     to.send(schemas::encode(schemas::error_reply{job_id, code, why.message, {}}));

@@ -183,7 +183,7 @@ scheduler_actor::behavior_type scheduler_impl(self_ptr self, scheduler_actor_con
         st.jobs->forget_expired(now_s());
         if (sub.ended) {
           st.jobs->end_resumed(sub.job_id, *sub.ended, now_s());
-          return submit_answer{refusal{refusal_code::duplicate, "ended before the restart"}};
+          return submit_answer{refusal{error_code::duplicate, "ended before the restart"}};
         }
         auto outcome = st.jobs->submit(sub.job_id, std::move(sub.req), sub.refused, now_s(), sub.resume);
         if (auto* id = std::get_if<seq_id>(&outcome)) {

@@ -17,15 +17,15 @@ job_table::~job_table() = default;
 std::variant<seq_id, refusal> job_table::submit(const std::string& job_id, request req, const std::optional<refusal>& refused,
                                                 double now_s, bool resume) {
   if (reserved_.count(job_id)) {
-    if (!resume) return refusal{refusal_code::duplicate, "job '" + job_id + "' is resuming after a restart; not run again"};
+    if (!resume) return refusal{error_code::duplicate, "job '" + job_id + "' is resuming after a restart; not run again"};
     if (draining_ || failed_)  // it stays in the journal and resumes at the next start
-      return refusal{refusal_code::shutting_down, "the server is shutting down"};
+      return refusal{error_code::shutting_down, "the server is shutting down"};
     reserved_.erase(job_id);
     const int32_t prompt = static_cast<int32_t>(req.prompt_token_ids.size()) - req.resumed_output, n = req.resumed_output;
     auto outcome = admit(job_id, std::move(req), refused, now_s);
     if (auto* why = std::get_if<refusal>(&outcome)) {
       // A continuation longer than max_model_len had reached its length: it ended then.
-      if (why->code == refusal_code::too_long) remember(job_id, job_info{job_state::finished, prompt, n, finish_reason::length}, now_s);
+      if (why->code == error_code::too_long) remember(job_id, job_info{job_state::finished, prompt, n, finish_reason::length}, now_s);
       else remember(job_id, job_info{job_state::failed, prompt, n, std::nullopt}, now_s);
     }
     return outcome;
@@ -39,12 +39,12 @@ void job_table::end_resumed(const std::string& job_id, job_info info, double now
 
 std::variant<seq_id, refusal> job_table::admit(const std::string& job_id, request req, const std::optional<refusal>& refused,
                                                double now_s) {
-  if (by_job_.count(job_id)) return refusal{refusal_code::duplicate, "job '" + job_id + "' is already running; not run again"};
+  if (by_job_.count(job_id)) return refusal{error_code::duplicate, "job '" + job_id + "' is already running; not run again"};
   if (auto it = finished_.find(job_id); it != finished_.end())
-    return refusal{refusal_code::duplicate,
+    return refusal{error_code::duplicate,
                    "job '" + job_id + "' already ran (" + to_string(it->second.state) + "); not run again"};
   if (draining_ || failed_)
-    return refusal{refusal_code::shutting_down, "the server is shutting down; submit elsewhere or retry later"};
+    return refusal{error_code::shutting_down, "the server is shutting down; submit elsewhere or retry later"};
   if (refused) return *refused;
   const seq_id id = next_id_++;
   req.id = id;
@@ -53,10 +53,8 @@ std::variant<seq_id, refusal> job_table::admit(const std::string& job_id, reques
   const auto prompt_tokens = static_cast<int64_t>(req.prompt_token_ids.size());
   const submit_result r = sched_.submit(std::move(req), now_s);
   if (!r.accepted) {
-    const refusal_code code = r.reason == reject_reason::overloaded ? refusal_code::overloaded
-                              : r.reason == reject_reason::too_long  ? refusal_code::too_long
-                                                                     : refusal_code::bad_request;
-    return refusal{code, r.message};
+    // (A live seq id is this table's own bug, not the producer's duplicate job id.)
+    return refusal{r.reason == error_code::duplicate ? error_code::bad_request : r.reason, r.message};
   }
   live_job& job = live_[id];
   job.job_id = job_id;

@@ -13,16 +13,17 @@ const char* to_string(job_state state) {
   return "?";
 }
 
-const char* to_string(refusal_code code) {
+const char* to_string(error_code code) {
   switch (code) {
-    case refusal_code::bad_request: return "bad_request";
-    case refusal_code::too_long: return "too_long";
-    case refusal_code::overloaded: return "overloaded";
-    case refusal_code::duplicate: return "duplicate";
-    case refusal_code::shutting_down: return "shutting_down";
-    case refusal_code::internal: return "internal";
+    case error_code::bad_request: return "bad_request";
+    case error_code::too_long: return "too_long";
+    case error_code::overloaded: return "overloaded";
+    case error_code::duplicate: return "duplicate";
+    case error_code::not_found: return "not_found";
+    case error_code::shutting_down: return "shutting_down";
+    case error_code::internal: return "internal";
   }
-  return "?";
+  return "internal";
 }
 
 } // namespace conveyor

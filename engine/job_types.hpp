@@ -21,19 +21,38 @@ enum class job_state {
 };
 const char* to_string(job_state state);
 
-/// Why a job was not accepted; the protocol maps each to its error code of the same name.
-enum class refusal_code { bad_request, too_long, overloaded, duplicate, shutting_down, internal };
-const char* to_string(refusal_code code);
+/// Why a request was refused or a job failed: one code from the scheduler's admission to the
+/// wire (schemas/protocol.md documents each, with what a producer should do about it).
+enum class error_code {
+  /// The message is malformed or a field is invalid. Do not retry unchanged.
+  bad_request,
+  /// The message or the prompt is too long (frame over max_message_bytes, prompt tokens over
+  /// max_model_len). Do not retry unchanged.
+  too_long,
+  /// The server's queue is full. Retry later, with backoff.
+  overloaded,
+  /// A job with this id is active or finished recently; it was not run again.
+  duplicate,
+  /// No job with this id is known (never submitted, or forgotten after its retention time).
+  not_found,
+  /// The server is draining and accepts no new jobs. Submit elsewhere or later.
+  shutting_down,
+  /// A bug or an unexpected failure in the server. The job (if any) failed; retrying may work.
+  internal,
+};
+/// The code's wire name: "bad_request", "too_long", ...
+const char* to_string(error_code code);
 
+/// Why a job was not accepted, with a readable message.
 struct refusal {
-  refusal_code code = refusal_code::bad_request;
+  error_code code = error_code::bad_request;
   std::string message;
 };
 
 /// Whether a refused fire-and-forget (PUSHed) job may be told on its topic "job/<id>/": never for
 /// `duplicate` (the topic belongs to the job that has the id) nor without an id.
 inline bool refusal_may_be_published(const refusal& r, const std::string& job_id) {
-  return r.code != refusal_code::duplicate && !job_id.empty();
+  return r.code != error_code::duplicate && !job_id.empty();
 }
 
 /// The serving numbers, one set of names for the stats op, the heartbeat and /metrics.

@@ -21,14 +21,4 @@ const char* to_string(finish_reason reason) {
   return "?";
 }
 
-const char* to_string(reject_reason reason) {
-  switch (reason) {
-    case reject_reason::overloaded: return "overloaded";
-    case reject_reason::invalid: return "invalid";
-    case reject_reason::too_long: return "too_long";
-    case reject_reason::duplicate_id: return "duplicate_id";
-  }
-  return "?";
-}
-
 } // namespace conveyor

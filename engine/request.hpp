@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/constraint.hpp"
+#include "engine/job_types.hpp"
 #include "engine/sampling_params.hpp"
 #include "engine/types.hpp"
 
@@ -66,26 +67,16 @@ enum class finish_reason {
   deadline,
 };
 
-/// Why submit() refused a job.
-enum class reject_reason {
-  /// The queue is at max_num_queued_reqs or max_num_queued_tokens; the caller may retry later.
-  overloaded,
-  /// The job can never run here (empty prompt, bad stop or sampling parameters).
-  invalid,
-  /// The prompt leaves no room for one output token within max_model_len (the one prompt-length
-  /// rule: prompt tokens < max_model_len).
-  too_long,
-  /// A job with this seq id is already live.
-  duplicate_id,
-};
-
 const char* to_string(finish_reason reason);
-const char* to_string(reject_reason reason);
 
 /// The answer to submit(): accepted, or rejected with a reason and a readable message.
 struct submit_result {
   bool accepted = true;
-  reject_reason reason = reject_reason::overloaded;
+  /// overloaded (the queue is at max_num_queued_reqs or max_num_queued_tokens: retry later),
+  /// bad_request (empty prompt, bad stop or sampling parameters), too_long (the prompt leaves no
+  /// room for one output token within max_model_len: the one prompt-length rule), duplicate (a
+  /// job with this seq id is live).
+  error_code reason = error_code::overloaded;
   std::string message;
 };
 

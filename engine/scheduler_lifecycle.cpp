@@ -10,7 +10,7 @@ namespace conveyor {
 
 namespace {
 
-submit_result rejected(reject_reason reason, std::string message) {
+submit_result rejected(error_code reason, std::string message) {
   return {false, reason, std::move(message)};
 }
 
@@ -19,21 +19,21 @@ submit_result rejected(reject_reason reason, std::string message) {
 submit_result scheduler::submit(request req, double now_s) {
   const int32_t prompt_len = static_cast<int32_t>(req.prompt_token_ids.size());
   if (seqs_.count(req.id) != 0)
-    return rejected(reject_reason::duplicate_id, "seq " + std::to_string(req.id) + " is live");
-  if (prompt_len == 0) return rejected(reject_reason::invalid, "the prompt is empty");
+    return rejected(error_code::duplicate, "seq " + std::to_string(req.id) + " is live");
+  if (prompt_len == 0) return rejected(error_code::bad_request, "the prompt is empty");
   if (prompt_len >= cfg_.max_model_len)
-    return rejected(reject_reason::too_long, "prompt: " + std::to_string(prompt_len) +
+    return rejected(error_code::too_long, "prompt: " + std::to_string(prompt_len) +
                                                  " tokens; this server's max_model_len is " +
                                                  std::to_string(cfg_.max_model_len) +
                                                  " (prompt + output); shorten the prompt");
-  if (auto e = req.stop.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
-  if (auto e = req.sampling.validate(); !e.empty()) return rejected(reject_reason::invalid, e);
+  if (auto e = req.stop.validate(); !e.empty()) return rejected(error_code::bad_request, e);
+  if (auto e = req.sampling.validate(); !e.empty()) return rejected(error_code::bad_request, e);
   if (cfg_.max_num_queued_reqs && static_cast<int64_t>(waiting_.size()) >= *cfg_.max_num_queued_reqs)
-    return rejected(reject_reason::overloaded,
+    return rejected(error_code::overloaded,
                     "the queue holds max_num_queued_reqs = " +
                         std::to_string(*cfg_.max_num_queued_reqs) + " jobs; retry later");
   if (cfg_.max_num_queued_tokens && num_queued_tokens_ + prompt_len > *cfg_.max_num_queued_tokens)
-    return rejected(reject_reason::overloaded,
+    return rejected(error_code::overloaded,
                     "the queue would exceed max_num_queued_tokens = " +
                         std::to_string(*cfg_.max_num_queued_tokens) + "; retry later");
 

@@ -20,37 +20,17 @@ inline constexpr int32_t protocol_version = 1;
 /// Encoded msgpack bytes (one complete msgpack object: a reply map or an event map).
 using wire_bytes = std::vector<uint8_t>;
 
-/// Why a message was refused. Every code is documented in protocol.md with what a producer
-/// should do about it.
-enum class error_code {
-  /// The message is malformed or a field is invalid; `field` names it. Do not retry unchanged.
-  bad_request,
-  /// The message or the prompt is too long (frame over max_message_bytes, prompt tokens over
-  /// max_model_len). Do not retry unchanged.
-  too_long,
-  /// The server's queue is full. Retry later, with backoff.
-  overloaded,
-  /// A job with this id is active or finished recently; it was not run again.
-  duplicate,
-  /// No job with this id is known (never submitted, or forgotten after its retention time).
-  not_found,
-  /// The server is draining and accepts no new jobs. Submit elsewhere or later.
-  shutting_down,
-  /// A bug or an unexpected failure in the server. The job (if any) failed; retrying may work.
-  internal,
-};
-
-/// The code's wire name: "bad_request", "too_long", ...
-const char* to_string(error_code code);
+/// Why a message was refused (the engine's enum, one code end to end; its wire names are
+/// to_string(error_code)). Every code is documented in protocol.md with what a producer should
+/// do about it.
+using error_code = conveyor::error_code;
+using conveyor::to_string;
 /// The code with this wire name, or nullopt.
 std::optional<error_code> error_code_from_string(std::string_view name);
 
 /// Where a job is in its life, as `status` and `cancel` replies report it (the engine's enum;
 /// its wire names are to_string(job_state): "queued", "running", "finished", "cancelled", "failed").
 using job_state = conveyor::job_state;
-
-/// The protocol's error code for a refusal (the names are the same).
-error_code to_error_code(refusal_code code);
 
 /// Whether the server serves new jobs or is draining before shutdown (`health`, heartbeat).
 enum class server_status { serving, draining };

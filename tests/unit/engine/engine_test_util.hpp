@@ -11,7 +11,7 @@ namespace conveyor {
 
 // Printable enums for Boost.Test messages (found by argument-dependent lookup).
 inline std::ostream& operator<<(std::ostream& os, finish_reason r) { return os << to_string(r); }
-inline std::ostream& operator<<(std::ostream& os, reject_reason r) { return os << to_string(r); }
+inline std::ostream& operator<<(std::ostream& os, error_code r) { return os << to_string(r); }
 inline std::ostream& operator<<(std::ostream& os, scheduling_policy p) { return os << to_string(p); }
 inline std::ostream& operator<<(std::ostream& os, batching_mode m) { return os << to_string(m); }
 inline std::ostream& operator<<(std::ostream& os, seq_status s) {

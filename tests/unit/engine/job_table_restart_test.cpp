@@ -22,7 +22,7 @@ struct restart_fixture {
   job_table make(double retention_s = 1e9) const { return {sched, cache, 16, 100, retention_s}; }
 };
 
-refusal_code code_of(const std::variant<seq_id, refusal>& r) {
+error_code code_of(const std::variant<seq_id, refusal>& r) {
   BOOST_REQUIRE(std::holds_alternative<refusal>(r));
   return std::get<refusal>(r).code;
 }
@@ -50,12 +50,12 @@ BOOST_FIXTURE_TEST_CASE(remembered_ids_are_duplicates_and_reserved_ids_wait_for_
   auto t = make();
   t.restore_finished("old", job_info{job_state::finished, 4, 3, finish_reason::length}, 0.0);
   t.reserve("open");
-  BOOST_TEST((code_of(t.submit("old", make_request(0, 4, 3), std::nullopt, 1.0)) == refusal_code::duplicate));
-  BOOST_TEST((code_of(t.submit("open", make_request(0, 4, 3), std::nullopt, 1.0)) == refusal_code::duplicate));
+  BOOST_TEST((code_of(t.submit("old", make_request(0, 4, 3), std::nullopt, 1.0)) == error_code::duplicate));
+  BOOST_TEST((code_of(t.submit("open", make_request(0, 4, 3), std::nullopt, 1.0)) == error_code::duplicate));
   BOOST_TEST((t.status("open")->state == job_state::queued));
   BOOST_TEST((t.status("old")->state == job_state::finished));
   BOOST_TEST(std::holds_alternative<seq_id>(t.submit("open", make_request(0, 4, 3), std::nullopt, 1.0, /*resume=*/true)));
-  BOOST_TEST((code_of(t.submit("open", make_request(0, 4, 3), std::nullopt, 1.0, true)) == refusal_code::duplicate));
+  BOOST_TEST((code_of(t.submit("open", make_request(0, 4, 3), std::nullopt, 1.0, true)) == error_code::duplicate));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_resumed_job_owes_only_the_rest_and_counts_its_earlier_output, restart_fixture) {
@@ -95,7 +95,7 @@ BOOST_FIXTURE_TEST_CASE(a_job_whose_output_was_complete_is_not_run_again, restar
   t.reserve("done-before");
   t.end_resumed("done-before", job_info{job_state::finished, 4, 3, finish_reason::length}, 0.0);
   BOOST_TEST((t.status("done-before")->state == job_state::finished));
-  BOOST_TEST((code_of(t.submit("done-before", make_request(0, 4, 3), std::nullopt, 1.0)) == refusal_code::duplicate));
+  BOOST_TEST((code_of(t.submit("done-before", make_request(0, 4, 3), std::nullopt, 1.0)) == error_code::duplicate));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_resumed_job_past_max_model_len_had_ended_by_length, restart_fixture) {
@@ -104,7 +104,7 @@ BOOST_FIXTURE_TEST_CASE(a_resumed_job_past_max_model_len_had_ended_by_length, re
   std::vector<token_id> out(12, 5);
   BOOST_TEST(!job_table::resume_request(r, out).has_value());
   t.reserve("long");
-  BOOST_TEST((code_of(t.submit("long", std::move(r), std::nullopt, 0.0, true)) == refusal_code::too_long));
+  BOOST_TEST((code_of(t.submit("long", std::move(r), std::nullopt, 0.0, true)) == error_code::too_long));
   const auto info = t.status("long");
   BOOST_TEST((info->state == job_state::finished));
   BOOST_TEST((info->reason == finish_reason::length));

@@ -11,7 +11,6 @@ using namespace conveyor::test;
 
 namespace conveyor {
 inline std::ostream& operator<<(std::ostream& os, job_state s) { return os << to_string(s); }
-inline std::ostream& operator<<(std::ostream& os, refusal_code c) { return os << to_string(c); }
 inline std::ostream& operator<<(std::ostream& os, job_output::kind k) {
   return os << (k == job_output::kind::tokens ? "tokens" : "finished");
 }
@@ -36,7 +35,7 @@ seq_id accept(job_table& t, const std::string& id, int32_t prompt_len = 4, int32
   return std::get<seq_id>(r);
 }
 
-refusal_code refused(const std::variant<seq_id, refusal>& r) {
+error_code refused(const std::variant<seq_id, refusal>& r) {
   BOOST_REQUIRE(std::holds_alternative<refusal>(r));
   return std::get<refusal>(r).code;
 }
@@ -59,13 +58,13 @@ BOOST_AUTO_TEST_SUITE(job_table_lifecycle)
 BOOST_FIXTURE_TEST_CASE(ids_are_refused_while_live_and_after_they_finished, table_fixture) {
   auto t = make();
   const seq_id a = accept(t, "a", 4, 1);
-  BOOST_TEST(refused(t.submit("a", make_request(0, 4, 1), std::nullopt, 0.0)) == refusal_code::duplicate);
+  BOOST_TEST(refused(t.submit("a", make_request(0, 4, 1), std::nullopt, 0.0)) == error_code::duplicate);
   BOOST_TEST(t.status("a")->state == job_state::queued);
   step(t, 1.0);
   BOOST_TEST(t.status("a")->state == job_state::finished);
   BOOST_TEST((t.status("a")->reason == finish_reason::length));
   const auto again = t.submit("a", make_request(0, 4, 1), std::nullopt, 2.0);
-  BOOST_TEST(refused(again) == refusal_code::duplicate);
+  BOOST_TEST(refused(again) == error_code::duplicate);
   BOOST_TEST(std::get<refusal>(again).message.find("already ran (finished)") != std::string::npos);
   BOOST_TEST(accept(t, "b") != a);  // seq ids are never reused
   BOOST_TEST(!t.status("nobody"));
@@ -86,16 +85,16 @@ BOOST_FIXTURE_TEST_CASE(finished_ids_are_forgotten_oldest_first, table_fixture) 
 BOOST_FIXTURE_TEST_CASE(admission_order_duplicate_then_draining_then_callers_refusal_then_scheduler, table_fixture) {
   auto t = make();
   accept(t, "live");
-  const refusal bad{refusal_code::bad_request, "prompt: cannot tokenize"};
+  const refusal bad{error_code::bad_request, "prompt: cannot tokenize"};
   // A known id is a duplicate whatever else is wrong: nothing about it may reach that job's topic.
-  BOOST_TEST(refused(t.submit("live", {}, bad, 0.0)) == refusal_code::duplicate);
-  BOOST_TEST(refused(t.submit("new", make_request(0, 4, 1), bad, 0.0)) == refusal_code::bad_request);
-  BOOST_TEST(refused(t.submit("long", make_request(0, 32, 1), std::nullopt, 0.0)) == refusal_code::too_long);
-  BOOST_TEST(refused(t.submit("empty", make_request(0, 0, 1), std::nullopt, 0.0)) == refusal_code::bad_request);
+  BOOST_TEST(refused(t.submit("live", {}, bad, 0.0)) == error_code::duplicate);
+  BOOST_TEST(refused(t.submit("new", make_request(0, 4, 1), bad, 0.0)) == error_code::bad_request);
+  BOOST_TEST(refused(t.submit("long", make_request(0, 32, 1), std::nullopt, 0.0)) == error_code::too_long);
+  BOOST_TEST(refused(t.submit("empty", make_request(0, 0, 1), std::nullopt, 0.0)) == error_code::bad_request);
   t.begin_drain();
-  BOOST_TEST(refused(t.submit("new2", make_request(0, 4, 1), std::nullopt, 0.0)) == refusal_code::shutting_down);
-  BOOST_TEST(refused(t.submit("new3", {}, bad, 0.0)) == refusal_code::shutting_down);
-  BOOST_TEST(refused(t.submit("live", make_request(0, 4, 1), std::nullopt, 0.0)) == refusal_code::duplicate);
+  BOOST_TEST(refused(t.submit("new2", make_request(0, 4, 1), std::nullopt, 0.0)) == error_code::shutting_down);
+  BOOST_TEST(refused(t.submit("new3", {}, bad, 0.0)) == error_code::shutting_down);
+  BOOST_TEST(refused(t.submit("live", make_request(0, 4, 1), std::nullopt, 0.0)) == error_code::duplicate);
   BOOST_TEST(!t.drained());
   t.cancel_all(1.0);
   BOOST_TEST(t.drained());
@@ -104,7 +103,7 @@ BOOST_FIXTURE_TEST_CASE(admission_order_duplicate_then_draining_then_callers_ref
 
 BOOST_FIXTURE_TEST_CASE(the_one_prompt_length_rule_leaves_room_for_one_output_token, table_fixture) {
   auto t = make();
-  BOOST_TEST(refused(t.submit("x", make_request(0, 32, 1), std::nullopt, 0.0)) == refusal_code::too_long);
+  BOOST_TEST(refused(t.submit("x", make_request(0, 32, 1), std::nullopt, 0.0)) == error_code::too_long);
   accept(t, "y", 31, 5);
   const auto out = step(t, 0.0);
   BOOST_REQUIRE(out.size() == 2u);  // one token, then the end at max_model_len
@@ -188,7 +187,7 @@ BOOST_FIXTURE_TEST_CASE(an_executor_failure_fails_every_live_job_and_closes_admi
   }
   BOOST_TEST(t.status("a")->state == job_state::failed);
   BOOST_TEST(!t.status("a")->reason);
-  BOOST_TEST(refused(t.submit("c", make_request(0, 4, 1), std::nullopt, 2.0)) == refusal_code::shutting_down);
+  BOOST_TEST(refused(t.submit("c", make_request(0, 4, 1), std::nullopt, 2.0)) == error_code::shutting_down);
   BOOST_TEST(t.drained());
 }
 

@@ -80,7 +80,7 @@ BOOST_FIXTURE_TEST_CASE(submit_past_max_num_queued_reqs_is_overloaded, toy_fixtu
   BOOST_TEST(s.submit(make_request(2, 4, 2), 0.0).accepted);
   const submit_result third = s.submit(make_request(3, 4, 2), 0.0);
   BOOST_TEST(!third.accepted);
-  BOOST_TEST(third.reason == reject_reason::overloaded);
+  BOOST_TEST(third.reason == error_code::overloaded);
   BOOST_TEST(third.message.find("max_num_queued_reqs") != std::string::npos);
   BOOST_TEST(s.find(3) == nullptr);
   run_step(s); // both admitted: the queue is empty again
@@ -94,24 +94,24 @@ BOOST_FIXTURE_TEST_CASE(submit_past_max_num_queued_tokens_is_overloaded, toy_fix
   BOOST_TEST(s.submit(make_request(1, 6, 2), 0.0).accepted);
   const submit_result second = s.submit(make_request(2, 5, 2), 0.0);
   BOOST_TEST(!second.accepted);
-  BOOST_TEST(second.reason == reject_reason::overloaded);
+  BOOST_TEST(second.reason == error_code::overloaded);
   BOOST_TEST(s.submit(make_request(3, 4, 2), 0.0).accepted); // 6 + 4 = 10 fits
   BOOST_TEST(s.stats().num_queued_tokens == 10);
 }
 
 BOOST_FIXTURE_TEST_CASE(submit_rejects_jobs_that_can_never_run, toy_fixture) {
   auto s = make();
-  BOOST_TEST(s.submit(make_request(1, 0, 2), 0.0).reason == reject_reason::invalid);
-  BOOST_TEST(s.submit(make_request(1, 33, 2), 0.0).reason == reject_reason::too_long);
+  BOOST_TEST(s.submit(make_request(1, 0, 2), 0.0).reason == error_code::bad_request);
+  BOOST_TEST(s.submit(make_request(1, 33, 2), 0.0).reason == error_code::too_long);
   // One prompt-length rule: the prompt must leave room for one output token.
-  BOOST_TEST(s.submit(make_request(1, 32, 2), 0.0).reason == reject_reason::too_long);
+  BOOST_TEST(s.submit(make_request(1, 32, 2), 0.0).reason == error_code::too_long);
   auto bad_stop = make_request(1, 4, 0);
-  BOOST_TEST(s.submit(bad_stop, 0.0).reason == reject_reason::invalid);
+  BOOST_TEST(s.submit(bad_stop, 0.0).reason == error_code::bad_request);
   auto bad_sampling = make_request(1, 4, 2);
   bad_sampling.sampling.top_p = 0.0f;
-  BOOST_TEST(s.submit(bad_sampling, 0.0).reason == reject_reason::invalid);
+  BOOST_TEST(s.submit(bad_sampling, 0.0).reason == error_code::bad_request);
   BOOST_TEST(s.submit(make_request(1, 31, 2), 0.0).accepted);
-  BOOST_TEST(s.submit(make_request(1, 4, 2), 0.0).reason == reject_reason::duplicate_id);
+  BOOST_TEST(s.submit(make_request(1, 4, 2), 0.0).reason == error_code::duplicate);
   BOOST_TEST(s.stats().num_waiting == 1);
 }
 

@@ -76,7 +76,7 @@ void run_seed(uint64_t seed) {
           jobs[r.id] = {r.stop.max_tokens, 0, false};
           submitted.push_back(r.id);
         } else {
-          BOOST_TEST((res.reason == reject_reason::overloaded), res.message);
+          BOOST_TEST((res.reason == error_code::overloaded), res.message);
         }
       }
       if (chaos && !submitted.empty() && pick(rng, 0, 9) == 0) {

@@ -12,9 +12,9 @@
 
 #include "schemas/protocol.hpp"
 
-namespace conveyor::schemas {
+namespace conveyor {  // (where argument-dependent lookup finds it: the enum is the engine's)
 inline std::ostream& operator<<(std::ostream& os, error_code code) { return os << to_string(code); }
-} // namespace conveyor::schemas
+} // namespace conveyor
 
 namespace conveyor::schemas::test {
 
