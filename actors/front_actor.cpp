@@ -23,7 +23,7 @@ using self_ptr = front_actor::stateful_pointer<front_state>;
 
 void refuse(const front_context& ctx, const transport::reply_to& to, const std::string& id, error_code code, std::string message) {
   if (ctx.registry) ctx.registry->count_rejection(schemas::to_string(code));
-  to.send(schemas::encode(schemas::error_reply{id, code, std::move(message), {}}));
+  to.send(schemas::error_reply{id, code, std::move(message), {}});
 }
 
 auto internal_error(self_ptr self, transport::reply_to to, std::string id) {
@@ -42,7 +42,7 @@ void on_decode_error(self_ptr self, const transport::reply_to& to, const schemas
       if (e.submit) ctx.registry->count_rejected_submit(schemas::to_string(e.code));
       else ctx.registry->count_rejection(schemas::to_string(e.code));
     }
-    to.send(schemas::encode(schemas::to_reply(e)));
+    to.send(schemas::to_reply(e));
     return;
   }
   refusal why{e.code == error_code::too_long || e.code == error_code::internal ? e.code : error_code::bad_request,
@@ -70,8 +70,7 @@ void on_status(self_ptr self, const transport::reply_to& to, const std::string& 
             self->request(self->state.ctx.pub, kActorTimeout, p_fetch_atom::value, id, int64_t{0}, int64_t{0})
                 .then(
                     [to, id, info = *st.info](fetch_result& log) {
-                      to.send(schemas::encode(
-                          schemas::status_reply{id, info.state, info.prompt_tokens, info.completion_tokens, log.next_seq, info.reason}));
+                      to.send(schemas::status_reply{id, info.state, info.prompt_tokens, info.completion_tokens, log.next_seq, info.reason});
                     },
                     internal_error(self, to, id));
           },
@@ -86,9 +85,7 @@ void on_fetch(self_ptr self, const transport::reply_to& to, const schemas::fetch
             if (!log.found)
               return refuse(self->state.ctx, to, id, error_code::not_found,
                             "no events for job '" + id + "' (unknown id, or past retention)");
-            schemas::fetch_reply r{id, {}, log.complete};
-            for (const auto& ev : log.events) r.events.emplace_back(ev.data(), ev.size());
-            to.send(schemas::encode(r));
+            to.send(schemas::fetch_reply{id, std::move(log.events), log.complete});
           },
           internal_error(self, to, f.id));
 }
@@ -108,7 +105,7 @@ void on_stats(self_ptr self, const transport::reply_to& to) {
               r.finished.assign(snap.finished.begin(), snap.finished.end());
               for (const auto& h : snap.histograms()) r.histograms.push_back({h.name, h.data->count, h.data->sum});
             }
-            to.send(schemas::encode(r));
+            to.send(std::move(r));
           },
           internal_error(self, to, ""));
 }
@@ -118,9 +115,7 @@ void on_inbound(self_ptr self, inbound& in) {
   const transport::reply_to to = in.to;
   if (auto* e = std::get_if<schemas::decode_error>(&in.request)) return on_decode_error(self, to, *e);
   if (auto* s = std::get_if<schemas::submit_request>(&in.request)) {
-    std::optional<resume_info> resume;
-    if (in.resume) resume = resume_info{std::move(in.resume->published), in.resume->next_seq, in.resume->arrival_unix, false};
-    spawn_request(self->system(), std::move(*s), in.arrival_s, to, ctx, std::move(resume));
+    spawn_request(self->system(), std::move(*s), in.arrival_s, to, ctx, std::move(in.resume));
     return;
   }
   if (to.fire_and_forget()) {  // PULL takes only submits
@@ -132,7 +127,7 @@ void on_inbound(self_ptr self, inbound& in) {
         .then(
             [self, to, id = c->id](job_status& st) {
               if (!st.info) return refuse(self->state.ctx, to, id, error_code::not_found, not_found(id));
-              auto reply = [to, id, state = st.info->state] { to.send(schemas::encode(schemas::cancel_reply{id, state})); };
+              auto reply = [to, id, state = st.info->state] { to.send(schemas::cancel_reply{id, state}); };
               if (!self->state.ctx.journal || st.info->state != job_state::cancelled) return reply();
               // With the journal, the acknowledgement waits until the cancel is stored.
               self->request(self->state.ctx.pub, kActorTimeout, p_cancel_atom::value, id)
@@ -145,8 +140,7 @@ void on_inbound(self_ptr self, inbound& in) {
   if (auto* f = std::get_if<schemas::fetch_request>(&in.request)) return on_fetch(self, to, *f);
   if (std::holds_alternative<schemas::stats_request>(in.request)) return on_stats(self, to);
   const bool draining = ctx.draining && ctx.draining->load();
-  to.send(schemas::encode(schemas::health_reply{draining ? schemas::server_status::draining : schemas::server_status::serving,
-                                                ctx.model_name}));
+  to.send(schemas::health_reply{draining ? schemas::server_status::draining : schemas::server_status::serving, ctx.model_name});
 }
 
 front_actor::behavior_type front_impl(self_ptr self, front_context ctx) {
@@ -163,14 +157,10 @@ front_actor spawn_front(caf::actor_system& sys, const front_context& ctx, bool d
   return sys.spawn<caf::detached>(front_impl, ctx);
 }
 
-void front_door::deliver(transport::reply_to to, schemas::decode_result request) {
-  caf::anon_send(front_, f_inbound_atom::value, inbound{to, std::move(request), now_s(), std::nullopt});
-}
-
-void front_door::deliver_resumed(schemas::submit_request job, transport::resume_point at) {
-  // Its latencies count from the first replica's arrival.
-  const double arrival_s = now_s() - std::max(0.0, unix_now() - at.arrival_unix);
-  caf::anon_send(front_, f_inbound_atom::value, inbound{transport::reply_to{}, std::move(job), arrival_s, std::move(at)});
+void front_door::deliver(transport::reply_to to, schemas::decode_result request, std::optional<schemas::resume_point> resume) {
+  // A resumed job's latencies count from the first replica's arrival.
+  const double arrival_s = resume ? now_s() - std::max(0.0, unix_now() - resume->arrival_unix) : now_s();
+  caf::anon_send(front_, f_inbound_atom::value, inbound{to, std::move(request), arrival_s, std::move(resume)});
 }
 
 } // namespace conveyor::actors

@@ -19,8 +19,8 @@ front_actor spawn_front(caf::actor_system& sys, const front_context& ctx, bool d
 class front_door final : public transport::request_sink {
 public:
   explicit front_door(front_actor front) : front_(std::move(front)) {}
-  void deliver(transport::reply_to to, schemas::decode_result request) override;
-  void deliver_resumed(schemas::submit_request job, transport::resume_point at) override;
+  void deliver(transport::reply_to to, schemas::decode_result request,
+               std::optional<schemas::resume_point> resume = std::nullopt) override;
 
 private:
   front_actor front_;

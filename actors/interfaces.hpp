@@ -43,6 +43,7 @@ using p_running_atom = caf::atom_constant<caf::atom("p_running")>;
 using p_flush_atom = caf::atom_constant<caf::atom("p_flush")>;
 using p_cancel_atom = caf::atom_constant<caf::atom("p_cancel")>;
 using s_journal_atom = caf::atom_constant<caf::atom("s_journal")>;
+using p_refusal_atom = caf::atom_constant<caf::atom("p_refusal")>;
 
 /// The executor actor: detached (its own thread), owns the model and the device.
 using executor_actor = caf::typed_actor<
@@ -55,14 +56,15 @@ using executor_actor = caf::typed_actor<
     // ... and wait for the oldest one started and not yet collected.
     caf::replies_to<x_collect_atom>::with<step_result>>;
 
-/// The publisher actor: detached, owns the PUB socket, the retention buffer `fetch` reads and,
-/// when on, the job journal (write-ahead: an event goes out only once committed; the events
-/// that arrive together are committed together, see publisher_actor.hpp).
+/// The publisher actor: detached, the only caller of the event sinks (the PUB socket, NATS, the
+/// HTTP watches), owner of the retention buffer `fetch` reads and, when on, of the job journal
+/// (write-ahead: an event goes out only once committed; the events that arrive together are
+/// committed together, see publisher_actor.hpp).
 using publisher_actor = caf::typed_actor<
     // request actor -> publisher: a job was admitted: store its request (the submit map, seed
     // resolved; arrival in Unix seconds) with its `accepted` event (seq 0), then send that
     // event; the reply (after the commit) lets the request actor answer the producer.
-    caf::replies_to<p_accept_atom, std::string, schemas::wire_bytes, double, schemas::wire_bytes>::with<void>,
+    caf::replies_to<p_accept_atom, schemas::wire_bytes, double, schemas::published_event>::with<void>,
     // scheduler -> publisher: these jobs are about to run for the first time in this
     // incarnation; the reply comes once that is stored (a job running in N consecutive crashes
     // is a poison job at the next start).
@@ -73,14 +75,14 @@ using publisher_actor = caf::typed_actor<
     caf::replies_to<p_cancel_atom, std::string>::with<void>,
     // self: commit what arrived since the last flush, then send it and acknowledge it.
     caf::reacts_to<p_flush_atom>,
-    // request actor -> publisher: append one encoded event (next seq of that job) to the job's
-    // log and send it on "job/<id>/". `terminal` marks the job's last event. A tokens event
-    // arrives as a request delegated by the request actor; the empty reply acknowledges it to
-    // the scheduler.
-    caf::reacts_to<p_event_atom, std::string, schemas::wire_bytes, bool>,
+    // request actor -> publisher: append one event (next seq of that job, typed and encoded) to
+    // the job's log and hand it to every sink (PUB: "job/<id>/"). A done or error event is the
+    // job's last. A tokens event arrives as a request delegated by the request actor; the empty
+    // reply acknowledges it to the scheduler.
+    caf::reacts_to<p_event_atom, schemas::published_event>,
     // request / front actor -> publisher: send an event without logging it (a PUSHed job's
     // rejection: the job never existed, so there is nothing to fetch).
-    caf::reacts_to<p_event_atom, std::string, schemas::wire_bytes>,
+    caf::reacts_to<p_refusal_atom, schemas::published_event>,
     // front actor -> publisher: events [from_seq, from_seq + max_events) of a job.
     caf::replies_to<p_fetch_atom, std::string, int64_t, int64_t>::with<fetch_result>,
     // self, every heartbeat period: publish the sys/ heartbeat and drop expired logs.
@@ -138,3 +140,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::submission)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::submit_answer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::fetch_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::actors::job_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(conveyor::schemas::published_event)

@@ -11,6 +11,8 @@
 
 #include "engine/job_table.hpp"
 #include "engine/step.hpp"
+#include "schemas/events.hpp"
+#include "schemas/replay.hpp"
 #include "schemas/requests.hpp"
 #include "transport/intake.hpp"
 
@@ -27,7 +29,7 @@ struct inbound {
   transport::reply_to to;
   schemas::decode_result request;
   double arrival_s = 0.0;
-  std::optional<transport::resume_point> resume;  ///< a job continued from another replica
+  std::optional<schemas::resume_point> resume;  ///< a job continued from a stored history (restart, NATS failover)
 };
 
 /// request actor / front actor -> scheduler: a job to admit. `refused` carries what was found

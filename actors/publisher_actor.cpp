@@ -20,7 +20,7 @@ struct job_log {
 
 struct publisher_state {
   static inline const char* name = "publisher";
-  std::shared_ptr<transport::pub_socket> pub;
+  publisher_state() = default;  // (not an aggregate: CAF would build it from its actor pointer)
   scheduler_actor sched;
   publisher_config cfg;
   runtime_control* control = nullptr;
@@ -29,6 +29,7 @@ struct publisher_state {
   uint64_t heartbeat_seq = 0, ticks = 0;
   // The journal's write-ahead buffer: what the next flush commits, then sends and answers.
   journal::write_batch batch;
+  std::vector<schemas::published_event> pending;  // batch.events' typed events (their bytes lent to the batch)
   std::unordered_map<std::string, uint64_t> buffered;  // events per job in the buffer
   // Jobs the scheduler runs before their `accepted` reached this actor (the scheduler admits a
   // job at once; its request actor asks for the commit after): marked with their request.
@@ -41,8 +42,6 @@ struct publisher_state {
 };
 
 using self_ptr = publisher_actor::stateful_pointer<publisher_state>;
-
-std::string_view as_view(const schemas::wire_bytes& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
 void prune(publisher_state& st, double now) {
   while (!st.completed.empty() &&
@@ -60,13 +59,13 @@ void prune(publisher_state& st, double now) {
   }
 }
 
-// Sends one event and keeps it for fetch.
-void send_logged(publisher_state& st, const std::string& job_id, schemas::wire_bytes event, bool terminal) {
+// Hands one event to every sink and keeps its bytes for fetch.
+void send_logged(publisher_state& st, schemas::published_event ev) {
+  for (const auto& sink : st.cfg.sinks) sink->on_event(ev);
+  const std::string& job_id = ev.job_id();
   job_log& log = st.logs[job_id];
-  st.pub->send(schemas::topic_for(job_id), as_view(event));
-  if (st.cfg.tap) st.cfg.tap(job_id, event, terminal);
-  log.events.push_back(std::move(event));
-  if (terminal && !log.complete) {
+  log.events.push_back(std::move(ev.wire));
+  if (ev.terminal() && !log.complete) {
     log.complete = true;
     log.completed_at = now_s();
     st.completed.emplace_back(log.completed_at, job_id);
@@ -88,12 +87,9 @@ void refuse_job(self_ptr self, const journal::refused_job& r) {
                st.cfg.journal->path().c_str(), r.job_id.c_str(), r.why.c_str());
   st.refused.insert(r.job_id);
   caf::anon_send(st.sched, s_cancel_atom::value, r.job_id);
-  schemas::error_event ev;
-  ev.id = r.job_id;
-  ev.seq = st.logs[r.job_id].events.size();
-  ev.code = schemas::error_code::internal;
-  ev.message = "the job journal could not store this job's events (" + r.why + "); the job was stopped";
-  send_logged(st, r.job_id, schemas::encode(ev), true);
+  schemas::error_event ev{r.job_id, st.logs[r.job_id].events.size(), error_code::internal,
+                          "the job journal could not store this job's events (" + r.why + "); the job was stopped"};
+  send_logged(st, schemas::published_event(std::move(ev)));
 }
 
 // Commits the buffer, then sends its events and answers the requests waiting on it.
@@ -111,6 +107,7 @@ void flush(self_ptr self) {
     // restart the journal's jobs resume.
     st.broken = true;
     st.batch.clear();
+    st.pending.clear();
     st.buffered.clear();
     for (auto& [id, rp] : st.waiting) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
     st.waiting.clear();
@@ -120,11 +117,18 @@ void flush(self_ptr self) {
   }
   for (const auto& r : refused) refuse_job(self, r);
   std::vector<std::string> ended_refused;  // refused jobs whose end was in this batch: nothing more comes
-  for (auto& ev : st.batch.events) {
-    if (!st.refused.count(ev.job_id)) send_logged(st, ev.job_id, std::move(ev.body), ev.terminal);
-    else if (ev.terminal) ended_refused.push_back(ev.job_id);
+  for (size_t i = 0; i < st.batch.events.size(); ++i) {
+    auto& stored = st.batch.events[i];
+    if (st.refused.count(stored.job_id)) {
+      if (stored.terminal) ended_refused.push_back(stored.job_id);
+      continue;
+    }
+    schemas::published_event& ev = st.pending[i];
+    ev.wire = std::move(stored.body);  // (lent to the batch for the commit)
+    send_logged(st, std::move(ev));
   }
   st.batch.clear();
+  st.pending.clear();
   st.buffered.clear();
   for (auto& [id, rp] : st.waiting) {
     if (!id.empty() && st.refused.count(id)) rp.deliver(caf::make_error(caf::sec::request_receiver_down));
@@ -135,16 +139,18 @@ void flush(self_ptr self) {
 }
 
 // An event of a job's log: through the journal's buffer when it is on, else straight out.
-void on_event(self_ptr self, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
+void on_event(self_ptr self, schemas::published_event& ev) {
   auto& st = self->state;
-  if (!st.cfg.journal) return send_logged(st, job_id, std::move(event), terminal);
+  if (!st.cfg.journal) return send_logged(st, std::move(ev));
   if (st.broken) return;
+  const std::string& job_id = ev.job_id();
   if (auto it = st.refused.find(job_id); it != st.refused.end()) {  // stopped: its error event is out
-    if (terminal) st.refused.erase(it);
+    if (ev.terminal()) st.refused.erase(it);
     return;  // (a request's promise is answered by returning)
   }
   const uint64_t seq = st.logs[job_id].events.size() + st.buffered[job_id]++;
-  st.batch.events.push_back({job_id, seq, std::move(event), terminal});
+  st.batch.events.push_back({job_id, seq, std::move(ev.wire), ev.terminal()});
+  st.pending.push_back(std::move(ev));
   if (self->current_mailbox_element()->mid.is_request()) st.waiting.emplace_back(job_id, self->make_response_promise());
   arm_flush(self);
 }
@@ -161,7 +167,8 @@ void heartbeat(self_ptr self) {
         hb.waiting = s.queued;
         hb.kv_usage = s.kv_usage;
         hb.tokens_per_s = s.tokens_per_s;
-        st.pub->send(schemas::heartbeat_topic, as_view(schemas::encode(hb)));
+        const schemas::wire_bytes bytes = schemas::encode(hb);
+        for (const auto& sink : st.cfg.sinks) sink->on_heartbeat(bytes);
       },
       [](const caf::error&) {});  // the scheduler is busy or gone: skip this beat
 }
@@ -197,10 +204,8 @@ fetch_result fetch(publisher_state& st, const std::string& job_id, int64_t from,
   return r;
 }
 
-publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                              publisher_config cfg, runtime_control* control) {
+publisher_actor::behavior_type publisher_impl(self_ptr self, scheduler_actor sched, publisher_config cfg, runtime_control* control) {
   auto& st = self->state;
-  st.pub = std::move(pub);
   st.sched = std::move(sched);
   for (auto& [id, events] : cfg.resumed_logs) st.logs[id].events = std::move(events);
   cfg.resumed_logs.clear();
@@ -208,13 +213,13 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
   st.control = control;
   self->send(self, p_tick_atom::value);
   return {
-      [self](p_accept_atom, const std::string& job_id, schemas::wire_bytes& request, double arrival_unix,
-             schemas::wire_bytes& accepted) -> caf::result<void> {
+      [self](p_accept_atom, schemas::wire_bytes& request, double arrival_unix, schemas::published_event& accepted) -> caf::result<void> {
         auto& st = self->state;
         if (!st.cfg.journal) {
-          send_logged(st, job_id, std::move(accepted), false);
+          send_logged(st, std::move(accepted));
           return caf::unit;
         }
+        const std::string job_id = accepted.job_id();
         if (st.broken) return caf::sec::request_receiver_down;
         // The job table took this id as new: an older job of the same id (forgotten by the table,
         // its log not yet pruned here) leaves nothing behind; the new job's seq starts at 0.
@@ -223,7 +228,7 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
         st.batch.jobs.push_back({job_id, std::move(request), arrival_unix});
         if (st.running_unstored.erase(job_id)) st.batch.running.push_back(job_id);
         if (st.cancelled_unstored.erase(job_id)) st.batch.cancelled.push_back(job_id);
-        on_event(self, job_id, accepted, false);  // takes the response promise
+        on_event(self, accepted);  // takes the response promise
         return caf::delegated<void>{};
       },
       [self](p_running_atom, std::vector<std::string>& job_ids) -> caf::result<void> {
@@ -249,11 +254,9 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
         return caf::delegated<void>{};
       },
       [self](p_flush_atom) { flush(self); },
-      [self](p_event_atom, const std::string& job_id, schemas::wire_bytes& event, bool terminal) {
-        on_event(self, job_id, event, terminal);
-      },
-      [self](p_event_atom, const std::string& job_id, const schemas::wire_bytes& event) {
-        self->state.pub->send(schemas::topic_for(job_id), as_view(event));
+      [self](p_event_atom, schemas::published_event& ev) { on_event(self, ev); },
+      [self](p_refusal_atom, const schemas::published_event& ev) {
+        for (const auto& sink : self->state.cfg.sinks) sink->on_refusal(ev);
       },
       [self](p_fetch_atom, const std::string& job_id, int64_t from, int64_t max_events) -> fetch_result {
         return fetch(self->state, job_id, from, max_events);
@@ -269,10 +272,10 @@ publisher_actor::behavior_type publisher_impl(self_ptr self, std::shared_ptr<tra
 
 } // namespace
 
-publisher_actor spawn_publisher(caf::actor_system& sys, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                publisher_config cfg, runtime_control* control, bool detached) {
-  if (!detached) return sys.spawn(publisher_impl, std::move(pub), std::move(sched), std::move(cfg), control);
-  return sys.spawn<caf::detached>(publisher_impl, std::move(pub), std::move(sched), std::move(cfg), control);
+publisher_actor spawn_publisher(caf::actor_system& sys, scheduler_actor sched, publisher_config cfg, runtime_control* control,
+                                bool detached) {
+  if (!detached) return sys.spawn(publisher_impl, std::move(sched), std::move(cfg), control);
+  return sys.spawn<caf::detached>(publisher_impl, std::move(sched), std::move(cfg), control);
 }
 
 } // namespace conveyor::actors

@@ -1,6 +1,7 @@
-// The publisher actor: detached (its own thread), the only user of the PUB socket and of the
-// job journal. It numbers nothing itself (request actors encode each event with its seq) but
-// keeps every job's encoded events so `fetch` can replay them, until `retention_s` after the
+// The publisher actor: detached (its own thread), the only caller of the event sinks (the PUB
+// socket, the NATS events stream, the HTTP watches: transport/event_sink.hpp) and the only user
+// of the job journal. It numbers nothing itself (request actors number and encode each event)
+// but keeps every job's encoded events so `fetch` can replay them, until `retention_s` after the
 // job's terminal event.
 //
 // With the journal on, nothing leaves before it is stored (write-ahead): events, accepted jobs
@@ -21,7 +22,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/runtime_control.hpp"
 #include "journal/journal.hpp"
-#include "transport/sockets.hpp"
+#include "transport/event_sink.hpp"
 
 namespace conveyor::actors {
 
@@ -36,15 +37,15 @@ struct publisher_config {
   std::shared_ptr<journal::journal> journal;
   /// Events already published by jobs resumed after a restart (their logs continue from them).
   std::vector<std::pair<std::string, std::vector<schemas::wire_bytes>>> resumed_logs;
-  /// Called with every job event as it is sent (NATS: the events stream); may be empty.
-  std::function<void(const std::string& job_id, const schemas::wire_bytes& event, bool terminal)> tap;
+  /// Where every event goes, in this order, on the publisher's thread (the PUB socket, bound by
+  /// the caller so its endpoint is known before start-up, is touched by no other thread).
+  std::vector<std::shared_ptr<transport::event_sink>> sinks;
 };
 
-/// Spawns the publisher; it takes over `pub` (bound by the caller so the endpoint is known
-/// before start-up; only the publisher's thread touches it afterwards). It asks `sched` for the
-/// numbers of each heartbeat. A failed journal commit calls control->request_stop(1, ...).
-/// `detached` false runs it on CAF's scheduler (the actor tests' deterministic one).
-publisher_actor spawn_publisher(caf::actor_system& sys, std::shared_ptr<transport::pub_socket> pub, scheduler_actor sched,
-                                publisher_config cfg, runtime_control* control, bool detached = true);
+/// Spawns the publisher. It asks `sched` for the numbers of each heartbeat. A failed journal
+/// commit calls control->request_stop(1, ...). `detached` false runs it on CAF's scheduler (the
+/// actor tests' deterministic one).
+publisher_actor spawn_publisher(caf::actor_system& sys, scheduler_actor sched, publisher_config cfg, runtime_control* control,
+                                bool detached = true);
 
 } // namespace conveyor::actors

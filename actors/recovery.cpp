@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "schemas/events.hpp"
-#include "schemas/stored.hpp"
+#include "schemas/replay.hpp"
 
 namespace conveyor::actors {
 namespace {
@@ -13,16 +13,17 @@ namespace {
                                "; move the file away (its jobs are then lost) or pass another --state-dir");
 }
 
-job_info info_of(const schemas::event_summary& end) {
+job_info info_of(const schemas::job_event& end) {
   job_info info;
-  if (end.kind == "error") {
+  const auto* done = std::get_if<schemas::done_event>(&end);
+  if (!done) {
     info.state = job_state::failed;
     return info;
   }
-  info.reason = end.reason;
-  info.state = end.reason == finish_reason::cancelled ? job_state::cancelled : job_state::finished;
-  info.prompt_tokens = static_cast<int32_t>(end.prompt_tokens);
-  info.completion_tokens = static_cast<int32_t>(end.completion_tokens);
+  info.reason = done->reason;
+  info.state = done->reason == finish_reason::cancelled ? job_state::cancelled : job_state::finished;
+  info.prompt_tokens = static_cast<int32_t>(done->usage.prompt_tokens);
+  info.completion_tokens = static_cast<int32_t>(done->usage.completion_tokens);
   return info;
 }
 
@@ -35,20 +36,22 @@ recovery_plan plan_recovery(std::vector<journal::stored_job> jobs, int32_t poiso
   unlimited.max_messages = unlimited.max_stop_strings = unlimited.max_stop_bytes = unlimited.max_stop_token_ids = 1u << 30;
   for (auto& j : jobs) {
     if (j.ended_unix) {
-      auto end = schemas::summarize_event(j.events.back());
-      if (!end || !end->terminal()) damaged(path, j.job_id, "ended without a readable terminal event");
+      auto end = schemas::decode_event(j.events.back());
+      if (!end || !schemas::is_terminal(*end)) damaged(path, j.job_id, "ended without a readable terminal event");
       plan.finished.push_back({j.job_id, info_of(*end), *j.ended_unix});
       continue;
     }
-    resume_info r;
-    r.next_seq = j.events.size();
+    std::vector<schemas::job_event> stored;
+    for (const auto& ev : j.events) {
+      auto e = schemas::decode_event(ev);
+      if (!e) damaged(path, j.job_id, "has an unreadable event");
+      stored.push_back(std::move(*e));
+    }
+    schemas::replayed replayed = schemas::replay(std::move(stored));
+    if (replayed.end || replayed.after_gap > 0) damaged(path, j.job_id, "has an unreadable event");
+    schemas::resume_point r = std::move(replayed.at);
     r.arrival_unix = j.arrival_unix;
     r.cancelled = j.cancelled;
-    for (const auto& ev : j.events) {
-      auto s = schemas::summarize_event(ev);
-      if (!s || s->terminal()) damaged(path, j.job_id, "has an unreadable event");
-      r.published.insert(r.published.end(), s->token_ids.begin(), s->token_ids.end());
-    }
     if (job_table::is_poison(j.crash_runs, poison_after)) {
       plan.poisoned.push_back({j.job_id, r.next_seq, j.crash_runs});
     } else {
@@ -62,14 +65,11 @@ recovery_plan plan_recovery(std::vector<journal::stored_job> jobs, int32_t poiso
   return plan;
 }
 
-schemas::wire_bytes poison_event(const recovery_plan::poisoned_job& p, int32_t poison_after) {
-  schemas::error_event ev;
-  ev.id = p.job_id;
-  ev.seq = p.next_seq;
-  ev.code = schemas::error_code::internal;
-  ev.message = "the job was running in " + std::to_string(p.crash_runs) + " consecutive crashes of the server (limit " +
-               std::to_string(poison_after) + ", poison_after); it is not run again";
-  return schemas::encode(ev);
+schemas::published_event poison_event(const recovery_plan::poisoned_job& p, int32_t poison_after) {
+  return schemas::published_event(schemas::error_event{
+      p.job_id, p.next_seq, error_code::internal,
+      "the job was running in " + std::to_string(p.crash_runs) + " consecutive crashes of the server (limit " +
+          std::to_string(poison_after) + ", poison_after); it is not run again"});
 }
 
 } // namespace conveyor::actors

@@ -18,7 +18,7 @@ namespace conveyor::actors {
 struct recovery_plan {
   struct resumed_job {
     schemas::submit_request job;
-    resume_info resume;
+    schemas::resume_point resume;
   };
   struct poisoned_job {
     std::string job_id;
@@ -38,6 +38,6 @@ struct recovery_plan {
 recovery_plan plan_recovery(std::vector<journal::stored_job> jobs, int32_t poison_after, const std::string& path);
 
 /// The error event that ends a poison job.
-schemas::wire_bytes poison_event(const recovery_plan::poisoned_job& p, int32_t poison_after);
+schemas::published_event poison_event(const recovery_plan::poisoned_job& p, int32_t poison_after);
 
 } // namespace conveyor::actors

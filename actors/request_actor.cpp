@@ -8,7 +8,7 @@
 #include "model/text_stream.hpp"
 #include "schemas/events.hpp"
 #include "schemas/replies.hpp"
-#include "schemas/stored.hpp"
+#include "schemas/stored.hpp"  // the journal's submit map
 
 namespace conveyor::actors {
 namespace {
@@ -27,7 +27,7 @@ struct request_state {
   std::vector<std::vector<token_logprob>> pending_top;
   double last_token_s = -1.0;
   int32_t tokens_taken = 0;  // output tokens pushed into the text, up to a stop string
-  std::optional<resume_info> resume;
+  std::optional<schemas::resume_point> resume;
   int32_t resumed_tokens = 0;  // output tokens published before the restart
   int32_t prompt_len = 0;      // the job's own prompt tokens
   // The `accepted` reply waits for the journal's commit; a job may end meanwhile (the scheduler
@@ -43,22 +43,23 @@ struct request_state {
 
 using self_ptr = request_actor::stateful_pointer<request_state>;
 
+// The job's next event: numbered, then encoded once (on this worker, not the publisher's thread).
 template <class Event>
-schemas::wire_bytes encode_next(request_state& st, Event& ev) {
+schemas::published_event next_event(request_state& st, Event ev) {
   ev.id = st.job.id;
   ev.seq = st.next_seq++;
-  return schemas::encode(ev);
+  return schemas::published_event(std::move(ev));
 }
 
 template <class Event>
-void publish(self_ptr self, Event ev, bool terminal) {
+void publish(self_ptr self, Event ev) {
   auto& st = self->state;
-  self->send(st.ctx.pub, p_event_atom::value, st.job.id, encode_next(st, ev), terminal);
+  self->send(st.ctx.pub, p_event_atom::value, next_event(st, std::move(ev)));
 }
 
 // The tokens event of what is safe to show (a stop string cannot start in it), or nothing when
 // there is nothing to show or the job does not stream.
-std::optional<schemas::wire_bytes> take_tokens_event(request_state& st, bool final) {
+std::optional<schemas::published_event> take_tokens_event(request_state& st, bool final) {
   std::string delta = st.text->take_visible(final);
   if (!st.job.stream || (st.pending_ids.empty() && delta.empty())) return std::nullopt;
   schemas::tokens_event ev;
@@ -69,7 +70,7 @@ std::optional<schemas::wire_bytes> take_tokens_event(request_state& st, bool fin
   st.pending_ids.clear();
   st.pending_logprobs.clear();
   st.pending_top.clear();
-  return encode_next(st, ev);
+  return next_event(st, std::move(ev));
 }
 
 // The prompt's token ids, or why the job cannot run. (Its length is the job table's rule.)
@@ -162,23 +163,22 @@ void resume_ended(self_ptr self, submission sub, finish_reason reason);
 // that commit), the reply.
 void answer_accepted(self_ptr self) {
   auto& st = self->state;
-  schemas::accepted_event ev;
-  schemas::wire_bytes accepted = encode_next(st, ev);
+  schemas::published_event accepted = next_event(st, schemas::accepted_event{});
   schemas::wire_bytes request = st.ctx.journal ? schemas::encode(st.job) : schemas::wire_bytes{};
   const double arrival_unix = unix_now() - (now_s() - st.arrival_s);
   st.accept_pending = true;
   auto answered = [self](bool ok) {
     auto& st = self->state;
-    if (ok) st.to.send(schemas::encode(schemas::submit_reply{st.job.id}));
+    if (ok) st.to.send(schemas::submit_reply{st.job.id});
     else  // the journal could not store the job: it is not `accepted` (its events are not sent)
-      st.to.send(schemas::encode(schemas::error_reply{st.job.id, schemas::error_code::internal,
-                                                      "the job journal could not store this job; it does not run. Retry "
-                                                      "(under a new id if it says duplicate) or see the server's log",
-                                                      {}}));
+      st.to.send(schemas::error_reply{st.job.id, error_code::internal,
+                                      "the job journal could not store this job; it does not run. Retry "
+                                      "(under a new id if it says duplicate) or see the server's log",
+                                      {}});
     st.accept_pending = false;
     if (st.quit_when_answered) self->quit();
   };
-  self->request(st.ctx.pub, caf::infinite, p_accept_atom::value, st.job.id, std::move(request), arrival_unix, std::move(accepted))
+  self->request(st.ctx.pub, caf::infinite, p_accept_atom::value, std::move(request), arrival_unix, std::move(accepted))
       .then([answered] { answered(true); }, [answered](caf::error&) { answered(false); });
 }
 
@@ -260,7 +260,7 @@ caf::result<void> on_tokens(self_ptr self, const token_batch& b) {
     if (st.text->push(b.tokens[i])) self->send(st.ctx.sched, s_stop_atom::value, st.sid);  // a stop string matched
   }
   if (auto ev = take_tokens_event(st, false))
-    return self->delegate(st.ctx.pub, p_event_atom::value, st.job.id, std::move(*ev), false);
+    return self->delegate(st.ctx.pub, p_event_atom::value, std::move(*ev));
   return {};
 }
 
@@ -268,15 +268,15 @@ void on_end(self_ptr self, const job_end& end) {
   auto& st = self->state;
   if (end.state == job_state::failed) {
     schemas::error_event ev;
-    ev.code = schemas::error_code::internal;
+    ev.code = error_code::internal;
     ev.message = end.error;
-    publish(self, std::move(ev), true);
+    publish(self, std::move(ev));
     if (st.ctx.registry) st.ctx.registry->count_failed();
     end_actor(self);
     return;
   }
   st.text->finish();
-  if (auto ev = take_tokens_event(st, true)) self->send(st.ctx.pub, p_event_atom::value, st.job.id, std::move(*ev), false);
+  if (auto ev = take_tokens_event(st, true)) self->send(st.ctx.pub, p_event_atom::value, std::move(*ev));
   const double now = now_s();
   const job_times& t = end.times;
   schemas::done_event done;
@@ -291,7 +291,7 @@ void on_end(self_ptr self, const job_end& end) {
   if (t.first_token_s >= 0 && st.resumed_tokens == 0) done.timing.ttft_ms = (t.first_token_s - st.arrival_s) * 1000.0;
   done.timing.e2e_ms = (now - st.arrival_s) * 1000.0;
   if (st.ctx.registry) st.ctx.registry->count_finished(to_string(done.reason), latencies(done, completion));
-  publish(self, std::move(done), true);
+  publish(self, std::move(done));
   end_actor(self);
 }
 
@@ -329,13 +329,13 @@ void resume_failed(self_ptr self, const refusal& why) {
   schemas::error_event ev;
   ev.code = why.code;
   ev.message = "the job could not resume after a restart: " + why.message;
-  publish(self, std::move(ev), true);
+  publish(self, std::move(ev));
   if (st.ctx.registry) st.ctx.registry->count_failed();
   end_actor(self);
 }
 
 request_actor::behavior_type request_impl(self_ptr self, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                                          front_context ctx, std::optional<resume_info> resume) {
+                                          front_context ctx, std::optional<schemas::resume_point> resume) {
   auto& st = self->state;
   st.text = std::make_unique<model::text_stream>(*ctx.tok, job.stop);
   st.job = std::move(job);
@@ -370,19 +370,15 @@ void refuse_submit(const front_context& ctx, const transport::reply_to& to, cons
   const schemas::error_code code = why.code;
   if (ctx.registry) ctx.registry->count_rejected_submit(schemas::to_string(code));
   if (!to.fire_and_forget()) {
-    to.send(schemas::encode(schemas::error_reply{job_id, code, why.message, {}}));
+    to.send(schemas::error_reply{job_id, code, why.message, {}});
     return;
   }
   if (!refusal_may_be_published(why, job_id)) return;
-  schemas::error_event ev;
-  ev.id = job_id;
-  ev.code = code;
-  ev.message = why.message;
-  caf::anon_send(ctx.pub, p_event_atom::value, job_id, schemas::encode(ev));
+  caf::anon_send(ctx.pub, p_refusal_atom::value, schemas::published_event(schemas::error_event{job_id, 0, code, why.message}));
 }
 
 request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                            const front_context& ctx, std::optional<resume_info> resume) {
+                            const front_context& ctx, std::optional<schemas::resume_point> resume) {
   auto actor = sys.spawn(request_impl, std::move(job), arrival_s, to, ctx, std::move(resume));
   if (ctx.live_requests) {
     ++*ctx.live_requests;

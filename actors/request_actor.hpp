@@ -14,6 +14,7 @@
 #include "model/chat_template.hpp"
 #include "model/grammar.hpp"
 #include "model/tokenizer.hpp"
+#include "schemas/replay.hpp"
 #include "schemas/requests.hpp"
 
 namespace conveyor::actors {
@@ -32,21 +33,13 @@ struct front_context {
   const model::chat_template* chat = nullptr;  // renders `messages` (thread-safe); null: refused
 };
 
-/// A journaled job continuing after a restart: it is not submitted as new (no `accepted`, no
-/// reply) but with the output its tokens events carried appended to its prompt, and its events
-/// go on at `next_seq`.
-struct resume_info {
-  std::vector<token_id> published;  ///< every token id of its tokens events, in order
-  uint64_t next_seq = 0;            ///< events it published before
-  double arrival_unix = 0.0;        ///< when the first incarnation received it
-  bool cancelled = false;           ///< its cancel was acknowledged: it ends as cancelled
-};
-
 /// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock) and starts
 /// it. The answer goes to `to` (a PUSHed job: `to` is fire-and-forget, and the answer is the
-/// job's first event).
+/// job's first event). With `resume`, a job continuing from its stored events (a restart, NATS
+/// failover): it is not submitted as new (no `accepted`, no reply) but with the output its tokens
+/// events carried appended to its prompt, and its events go on at `resume->next_seq`.
 request_actor spawn_request(caf::actor_system& sys, schemas::submit_request job, double arrival_s, transport::reply_to to,
-                            const front_context& ctx, std::optional<resume_info> resume = std::nullopt);
+                            const front_context& ctx, std::optional<schemas::resume_point> resume = std::nullopt);
 
 /// Counts a refused submit and tells the producer: an error reply, or over PULL an error event
 /// on the job's topic, unless the refusal is `duplicate` (that topic belongs to the existing job)

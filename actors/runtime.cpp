@@ -9,20 +9,33 @@
 
 namespace conveyor::actors {
 
+std::vector<std::unique_ptr<transport::intake>> make_intakes(zmq::context_t& zmq, const runtime_options& o) {
+  std::vector<std::unique_ptr<transport::intake>> in;
+  in.push_back(std::make_unique<transport::router_intake>(zmq, o.router_ep, o.limits, o.curve));
+  in.push_back(std::make_unique<transport::pull_intake>(zmq, o.pull_ep, o.limits, o.curve));
+  if (o.nats.enabled()) in.push_back(std::make_unique<transport::nats_intake>(o.nats, o.limits, o.sched.max_num_seqs));
+  if (o.http.port >= 0) in.push_back(std::make_unique<transport::http_intake>(o.http_config()));
+  return in;
+}
+
 bound_endpoints::bound_endpoints(const runtime_options& o) {
   if (o.curve.enabled()) zap = std::make_unique<transport::zap_authenticator>(zmq, o.curve.authorized);
   if (o.metrics_port >= 0)
     metrics = std::make_unique<transport::metrics_http>(o.metrics_host, o.metrics_port, transport::metrics_http::render_fn{}, o.api_keys);
   pub = std::make_shared<transport::pub_socket>(zmq, o.pub_ep, o.curve);
-  router = std::make_unique<transport::router_intake>(zmq, o.router_ep, o.limits, o.curve);
-  pull = std::make_unique<transport::pull_intake>(zmq, o.pull_ep, o.limits, o.curve);
-  if (o.http.port >= 0) {
-    transport::http_config hc = o.http;
-    hc.model_name = o.model_name;
-    hc.limits = o.limits;
-    hc.keys = o.api_keys;
-    http = std::make_unique<transport::http_intake>(hc);
-  }
+  intakes = make_intakes(zmq, o);
+}
+
+transport::intake* bound_endpoints::find(std::string_view name) const {
+  for (const auto& in : intakes)
+    if (name == in->name()) return in.get();
+  return nullptr;
+}
+
+const std::string& runtime::endpoint_of(std::string_view name) const {
+  static const std::string none;
+  const transport::intake* in = eps_->find(name);
+  return in ? in->endpoint() : none;
 }
 
 runtime::runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok)
@@ -47,24 +60,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   // port then ends start-up cleanly (exit 2) instead of leaving actors behind.
   if (!eps_) eps_ = std::make_unique<bound_endpoints>(o);
   if (eps_->metrics) eps_->metrics->set_render([this] { return render_metrics(); });
-  if (o.nats.enabled())
-    // A replica takes jobs only while it can admit them now: free sequence slots, and nothing
-    // waiting for KV blocks or the token budget.
-    nats_intake_ = std::make_unique<transport::nats_intake>(
-        std::make_shared<transport::nats_link>(o.nats), o.limits, o.sched.max_num_seqs,
-        [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); });
-  if (eps_->http) {
-    eps_->http->set_piece([&tok](token_id t) { return tok.piece(t, /*special=*/true); });
-    // The health check: draining, or a failure that stops the server.
-    eps_->http->set_health([this]() -> std::optional<std::string> {
-      if (control_.stopping()) return "stopping: " + control_.why();
-      if (draining_.load()) return std::string("draining: no new jobs");
-      return std::nullopt;
-    });
-  }
   pub_ = eps_->pub->endpoint();
-  router_ = eps_->router->endpoint();
-  pull_ = eps_->pull->endpoint();
 
   caf_cfg_.set("scheduler.max-threads", o.worker_threads);
   caf_cfg_.set("logger.console", caf::atom("none"));
@@ -80,20 +76,18 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, unix_now()});
   sc.retention_s = o.pub.retention_s;
   sc.max_remembered_jobs = o.pub.max_retained_jobs;
-  if (nats_intake_) sc.waiting_gauge = &waiting_jobs_;  // only the NATS intake reads it
+  sc.waiting_gauge = &waiting_jobs_;  // intake_context::free_slots reads it
   const int32_t executor_vocab = ex->info().vocab_size;
   executor_ = spawn_executor(*sys_, std::move(ex));
   scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
   publisher_config pc = o.pub;
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
-  if (nats_intake_ || eps_->http)
-    pc.tap = [n = nats_intake_.get(), h = eps_->http.get()](const std::string& id, const schemas::wire_bytes& ev, bool terminal) {
-      if (n) n->on_event(id, ev, terminal);
-      if (h) h->on_event(id, ev);
-    };
-  publisher_ = spawn_publisher(*sys_, eps_->pub, *scheduler_, std::move(pc), &control_);
-  eps_->pub.reset();  // the publisher's thread is its only user from here on
+  pc.sinks.push_back(std::move(eps_->pub));  // the publisher's thread is its only user from here on
+  for (const auto& in : eps_->intakes)
+    if (transport::event_sink* sink = in->events())  // (owned by the intake list, which outlives the publisher)
+      pc.sinks.push_back(std::shared_ptr<transport::event_sink>(std::shared_ptr<void>(), sink));
+  publisher_ = spawn_publisher(*sys_, *scheduler_, std::move(pc), &control_);
   try {
     grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
   } catch (const std::exception&) {
@@ -109,7 +103,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   front_ = spawn_front(*sys_, ctx);
   if (o.journal) {
     caf::anon_send(*scheduler_, s_journal_atom::value, *publisher_);
-    for (const auto& p : plan.poisoned) caf::anon_send(*publisher_, p_event_atom::value, p.job_id, poison_event(p, o.poison_after), true);
+    for (const auto& p : plan.poisoned) caf::anon_send(*publisher_, p_event_atom::value, poison_event(p, o.poison_after));
     for (auto& r : plan.resumed) {
       const double arrival_s = now_s() - std::max(0.0, unix_now() - r.resume.arrival_unix);
       spawn_request(*sys_, std::move(r.job), arrival_s, transport::reply_to{}, ctx, std::move(r.resume));
@@ -117,10 +111,19 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   }
   door_ = std::make_unique<front_door>(*front_);
   if (eps_->metrics) eps_->metrics->start();
-  eps_->router->start(*door_);
-  eps_->pull->start(*door_);
-  if (nats_intake_) nats_intake_->start(*door_);
-  if (eps_->http) eps_->http->start(*door_);
+  transport::intake_context ic;
+  ic.sink = door_.get();
+  ic.piece = [&tok](token_id t) { return tok.piece(t, /*special=*/true); };
+  // The health check: draining, or a failure that stops the server.
+  ic.unhealthy = [this]() -> std::optional<std::string> {
+    if (control_.stopping()) return "stopping: " + control_.why();
+    if (draining_.load()) return std::string("draining: no new jobs");
+    return std::nullopt;
+  };
+  // A replica takes jobs from a shared queue only while it can admit them now: free sequence
+  // slots, and nothing waiting for KV blocks or the token budget.
+  ic.free_slots = [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); };
+  for (const auto& in : eps_->intakes) in->start(ic);
 }
 
 std::optional<std::string> runtime::render_metrics() {
@@ -138,7 +141,7 @@ int runtime::shutdown(double timeout_s) {
   if (stopped_) return control_.wait();
   stopped_ = true;
   draining_ = true;
-  if (nats_intake_) nats_intake_->stop_fetching();  // no new jobs from the fleet's queue
+  for (const auto& in : eps_->intakes) in->stop_accepting();  // (NATS: no new jobs from the fleet's queue)
   {
     caf::scoped_actor self{*sys_};
     self->request(*scheduler_, caf::infinite, s_drain_atom::value, timeout_s).receive([](bool) {}, [](caf::error&) {});
@@ -148,10 +151,9 @@ int runtime::shutdown(double timeout_s) {
     self->request(*publisher_, std::chrono::seconds(5), p_fetch_atom::value, std::string(), int64_t{0}, int64_t{0})
         .receive([](fetch_result&) {}, [](caf::error&) {});
   }
-  eps_->router->stop();
-  eps_->pull->stop();
-  if (nats_intake_) nats_intake_->stop();  // the last events stored, unfinished jobs handed back
-  if (eps_->http) eps_->http->stop();  // every job ended: its handlers have answered
+  // Every job ended: HTTP's handlers have answered, NATS stores the last events and hands
+  // unfinished jobs back.
+  for (const auto& in : eps_->intakes) in->stop();
   if (eps_->metrics) eps_->metrics->stop();  // its handler asks the scheduler: stop it while the actors live
   caf::anon_send_exit(*front_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*publisher_, caf::exit_reason::user_shutdown);

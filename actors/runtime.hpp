@@ -23,6 +23,7 @@
 #include "transport/http_intake.hpp"
 #include "transport/metrics_http.hpp"
 #include "transport/nats_intake.hpp"
+#include "transport/sockets.hpp"
 #include "transport/zmq_intake.hpp"
 
 namespace conveyor::actors {
@@ -61,6 +62,15 @@ struct runtime_options {
   /// NATS JetStream: jobs from the shared consumer, every job's events to the events stream
   /// (url empty: off). Connecting fails start-up with transport::nats_error.
   transport::nats_config nats;
+
+  /// The HTTP intake's configuration with the runtime's model name, decode limits and keys.
+  transport::http_config http_config() const {
+    transport::http_config hc = http;
+    hc.model_name = model_name;
+    hc.limits = limits;
+    hc.keys = api_keys;
+    return hc;
+  }
 };
 
 /// What the runtime found in the journal at start.
@@ -68,21 +78,26 @@ struct recovery_counts {
   size_t finished = 0, resumed = 0, poisoned = 0;
 };
 
-/// Every listening socket of a runtime (ZeroMQ ROUTER, PULL, PUB with CURVE's ZAP handler;
-/// /metrics; HTTP), bound at once: `conveyor serve` binds them before the model loads, so a taken
-/// port fails start-up in well under a second. Nothing listens to its callers until the runtime
-/// built on it starts. Member order is the destruction order (reverse).
+/// Every way in and out of a runtime, bound or connected at once: the intakes (ZeroMQ ROUTER and
+/// PULL, HTTP, NATS; the list make_intakes() builds from the options), the PUB socket with
+/// CURVE's ZAP handler, /metrics. `conveyor serve` makes them before the model loads, so a taken
+/// port or an unreachable NATS fails start-up in well under a second. Nothing listens to its
+/// callers until the runtime built on it starts. Member order is the destruction order (reverse).
 struct bound_endpoints {
-  /// Throws transport::bind_error naming the flag and the fix.
+  /// Throws transport::bind_error naming the flag and the fix (transport::nats_error for NATS).
   explicit bound_endpoints(const runtime_options& o);
+  /// The intake named `name` ("router", "pull", "http", "nats"), or null.
+  transport::intake* find(std::string_view name) const;
   zmq::context_t zmq;
   std::unique_ptr<transport::zap_authenticator> zap;  // CURVE on: before any socket binds
   std::unique_ptr<transport::metrics_http> metrics;
-  std::shared_ptr<transport::pub_socket> pub;  // then the publisher's alone
-  std::unique_ptr<transport::router_intake> router;
-  std::unique_ptr<transport::pull_intake> pull;
-  std::unique_ptr<transport::http_intake> http;  // outlives the publisher that taps into it
+  std::shared_ptr<transport::pub_socket> pub;  // then the publisher's alone (its first event sink)
+  std::vector<std::unique_ptr<transport::intake>> intakes;  // outlive the publisher that feeds their sinks
 };
+
+/// The intakes the options ask for, bound (or connected), in start order. Adding a way in is one
+/// line here (and its own files): docs/architecture.md, "Adding an intake".
+std::vector<std::unique_ptr<transport::intake>> make_intakes(zmq::context_t& zmq, const runtime_options& o);
 
 class runtime {
 public:
@@ -94,14 +109,14 @@ public:
   runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps, std::shared_ptr<executor> ex, const model::tokenizer& tok);
   ~runtime();
 
-  const std::string& router_endpoint() const { return router_; }
+  const std::string& router_endpoint() const { return endpoint_of("router"); }
   const std::string& pub_endpoint() const { return pub_; }
-  const std::string& pull_endpoint() const { return pull_; }
+  const std::string& pull_endpoint() const { return endpoint_of("pull"); }
   runtime_control& control() { return control_; }
   /// "http://host:port/metrics", or "" when metrics_port is -1.
   std::string metrics_url() const { return eps_->metrics ? eps_->metrics->url() : std::string(); }
   /// The OpenAI-compatible HTTP intake's "http://host:port", or "" when off.
-  std::string http_endpoint() const { return eps_->http ? eps_->http->endpoint() : std::string(); }
+  std::string http_endpoint() const { return endpoint_of("http"); }
   /// The bound /metrics port (resolves 0), or -1 when off.
   int metrics_port() const { return eps_->metrics ? eps_->metrics->port() : -1; }
   const recovery_counts& recovered() const { return recovered_; }
@@ -120,9 +135,10 @@ private:
   /// The /metrics body: the scheduler's numbers (asked with a timeout) and ours; nullopt when the
   /// scheduler does not answer. Runs on the HTTP pool threads, only between start and shutdown.
   std::optional<std::string> render_metrics();
+  /// The bound endpoint of the intake named `name` ("" when there is none).
+  const std::string& endpoint_of(std::string_view name) const;
 
   std::unique_ptr<bound_endpoints> eps_;  // the sockets: outlive everything below
-  std::unique_ptr<transport::nats_intake> nats_intake_;
   metrics metrics_;  // outlives the actors and the HTTP thread that use it
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   std::unique_ptr<model::chat_template> chat_;  // null: chat_error_ says why; outlives the actors
@@ -139,7 +155,7 @@ private:
   std::optional<publisher_actor> publisher_;
   std::optional<front_actor> front_;
   std::unique_ptr<front_door> door_;
-  std::string router_, pub_, pull_;
+  std::string pub_;
   recovery_counts recovered_;
   bool stopped_ = false;
 };

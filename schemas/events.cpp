@@ -64,6 +64,22 @@ wire_bytes encode(const error_event& e) {
   return p.take();
 }
 
+const std::string& job_id_of(const job_event& event) {
+  return std::visit([](const auto& e) -> const std::string& { return e.id; }, event);
+}
+
+uint64_t seq_of(const job_event& event) {
+  return std::visit([](const auto& e) { return e.seq; }, event);
+}
+
+bool is_terminal(const job_event& event) {
+  return std::holds_alternative<done_event>(event) || std::holds_alternative<error_event>(event);
+}
+
+wire_bytes encode(const job_event& event) {
+  return std::visit([](const auto& e) { return encode(e); }, event);
+}
+
 wire_bytes encode(const heartbeat_event& e) {
   map_packer p;
   p.map(9).kv("kind", "heartbeat").kv("seq", e.seq).kv("ts", e.ts);

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "engine/request.hpp"
@@ -85,10 +87,38 @@ struct heartbeat_event {
   double tokens_per_s = 0.0;
 };
 
+/// One job event, typed: what request actors make, the publisher fans out to its sinks, and the
+/// HTTP intake renders. Encoded once, on its way out (published_event).
+using job_event = std::variant<accepted_event, tokens_event, done_event, error_event>;
+
+/// The job an event belongs to, its seq, and whether it ends the job (done or error).
+const std::string& job_id_of(const job_event& event);
+uint64_t seq_of(const job_event& event);
+bool is_terminal(const job_event& event);
+
 wire_bytes encode(const accepted_event& event);
 wire_bytes encode(const tokens_event& event);
 wire_bytes encode(const done_event& event);
 wire_bytes encode(const error_event& event);
 wire_bytes encode(const heartbeat_event& event);
+wire_bytes encode(const job_event& event);
+
+/// The wire codec's reader: one encoded job event, or nullopt when the bytes are not one
+/// (corrupt, or another kind). The journal's and JetStream's stored events and fetched ones come
+/// back through it; an unknown error code reads as internal.
+std::optional<job_event> decode_event(std::span<const uint8_t> bytes);
+
+/// A job event on its way out: typed for in-process readers (the HTTP intake) and encoded once
+/// for the wire (PUB, the journal, the NATS events stream, `fetch`).
+struct published_event {
+  job_event event;
+  wire_bytes wire;
+
+  published_event() = default;
+  explicit published_event(job_event e) : event(std::move(e)), wire(encode(event)) {}
+  const std::string& job_id() const { return job_id_of(event); }
+  uint64_t seq() const { return seq_of(event); }
+  bool terminal() const { return is_terminal(event); }
+};
 
 } // namespace conveyor::schemas

@@ -41,7 +41,7 @@ wire_bytes encode(const fetch_reply& reply) {
   map_packer p;
   p.map(4).kv("ok", true).kv("id", reply.id);
   p.str("events").array(static_cast<uint32_t>(reply.events.size()));
-  for (std::span<const uint8_t> event : reply.events) p.raw(event.data(), event.size());
+  for (const wire_bytes& event : reply.events) p.raw(event.data(), event.size());
   p.kv("complete", reply.complete);
   return p.take();
 }
@@ -71,6 +71,10 @@ wire_bytes encode(const health_reply& reply) {
   p.map(4).kv("ok", true).kv("status", to_string(reply.status));
   p.kv("protocol", protocol_version).kv("model", reply.model);
   return p.take();
+}
+
+wire_bytes encode(const reply& r) {
+  return std::visit([](const auto& x) { return encode(x); }, r);
 }
 
 error_reply to_reply(const decode_error& error) {

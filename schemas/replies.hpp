@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/job_types.hpp"
@@ -50,11 +51,11 @@ struct status_reply {
 };
 
 /// fetch: {"ok":true,"id":S,"events":[event map...],"complete":B}. `events` are the job's
-/// already-encoded event maps from from_seq on, in seq order, spliced in without re-encoding;
-/// `complete` is true when the last of them is the job's terminal event.
+/// already-encoded event maps from from_seq on, in seq order, spliced in without re-encoding
+/// (decode_event() reads one); `complete` is true when the last of them is the job's terminal event.
 struct fetch_reply {
   std::string id;
-  std::vector<std::span<const uint8_t>> events;
+  std::vector<wire_bytes> events;
   bool complete = false;
 };
 
@@ -90,6 +91,11 @@ struct health_reply {
   std::string model;
 };
 
+/// Any reply, typed: what the actors answer and an intake turns into its own wire (ZeroMQ
+/// encodes it with encode(); HTTP and NATS read it as it is).
+using reply = std::variant<submit_reply, error_reply, cancel_reply, status_reply, fetch_reply, stats_reply, health_reply>;
+
+wire_bytes encode(const reply& r);
 wire_bytes encode(const submit_reply& reply);
 wire_bytes encode(const error_reply& reply);
 wire_bytes encode(const cancel_reply& reply);

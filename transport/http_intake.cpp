@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schemas/events.hpp"
 #include "transport/sockets.hpp"
 
 namespace conveyor::transport {
@@ -18,14 +19,19 @@ void send_error(http_exchange& x, const openai_error& e, header_list headers = {
   x.respond(e.status, "application/json", to_json(e), std::move(headers));
 }
 
-// An intake refusal (the protocol's error code) as OpenAI's error.
-openai_error error_for(const std::string& code, const std::string& message) {
-  if (code == "overloaded") return {429, message, "rate_limit_error", "", code};
-  if (code == "shutting_down") return {503, message, "service_unavailable", "", code};
-  if (code == "not_found") return {404, message, "not_found_error", "", code};
-  if (code == "duplicate") return {409, message, "invalid_request_error", "", code};
-  if (code == "internal") return {500, message, "server_error", "", code};
-  return {400, message, "invalid_request_error", "", code.empty() ? "bad_request" : code};
+// A refusal or a failed job (the protocol's error code) as OpenAI's error.
+openai_error error_for(error_code code, const std::string& message) {
+  const std::string name = to_string(code);
+  switch (code) {
+    case error_code::overloaded: return {429, message, "rate_limit_error", "", name};
+    case error_code::shutting_down: return {503, message, "service_unavailable", "", name};
+    case error_code::not_found: return {404, message, "not_found_error", "", name};
+    case error_code::duplicate: return {409, message, "invalid_request_error", "", name};
+    case error_code::internal: return {500, message, "server_error", "", name};
+    case error_code::bad_request:
+    case error_code::too_long: break;
+  }
+  return {400, message, "invalid_request_error", "", name};
 }
 
 openai_error stopping_error() { return {503, "the server is shutting down; retry on another replica or later", "service_unavailable", "", "shutting_down"}; }
@@ -67,7 +73,7 @@ private:
   void pump() {
     if (done_) return;
     if (phase_ != phase::live) {
-      if (auto bytes = w_->take_reply()) on_reply(*bytes);
+      if (auto r = w_->take_reply()) on_reply(*r);
       else if (w_->closed()) return fail(stopping_error());
       if (done_ || phase_ != phase::live) return;
     }
@@ -78,37 +84,39 @@ private:
     if (w_->closed()) fail(stopping_error());
   }
 
-  void on_reply(const schemas::wire_bytes& bytes) {
+  void on_reply(const schemas::reply& r) {
+    const auto* refused = std::get_if<schemas::error_reply>(&r);
     if (phase_ == phase::submitting) {
-      auto rs = schemas::summarize_reply(bytes);
-      if (!rs) return fail({500, "internal error: the submit's reply cannot be read", "server_error", "", "internal"});
-      if (rs->ok) return go_live();
-      if (rs->code != "duplicate") return fail(error_for(rs->code, rs->message));
+      if (!refused) return go_live();
+      if (refused->code != error_code::duplicate) return fail(error_for(refused->code, refused->message));
       phase_ = phase::fetching;  // a retried id: what the job published so far, then live
       return fetch();
     }
     if (phase_ == phase::fetching) {
-      auto fetched = schemas::summarize_fetch_reply(bytes);
+      const auto* fetched = std::get_if<schemas::fetch_reply>(&r);
       if (!fetched) {
-        auto r = schemas::summarize_reply(bytes);
         // The job table knows the id but the publisher has no event of it: the first request's
         // `accepted` is still being committed. Nothing of the job has gone out, and the watch
         // hears everything from here on: follow it live if it is queued or running.
-        if (r && r->code == "not_found" && from_ == 0) {
+        if (refused && refused->code == error_code::not_found && from_ == 0) {
           phase_ = phase::checking;
           return in_.sink_->deliver(to(), schemas::decode_result(schemas::status_request{id_}));
         }
-        return gone_409(r ? r->message : "its events cannot be read");
+        return gone_409(refused ? refused->message : "its events cannot be read");
+      }
+      for (const auto& bytes : fetched->events) {
+        auto ev = schemas::decode_event(bytes);
+        if (!ev) return gone_409("its events cannot be read");
+        from_ = schemas::seq_of(*ev) + 1;
+        w_->add(std::move(*ev));
       }
       const size_t n = fetched->events.size();
-      if (n > 0) from_ = fetched->events.back().seq + 1;
-      for (auto& ev : fetched->events) w_->add(std::move(ev));
       const auto max = static_cast<size_t>(in_.cfg_.limits.max_fetch_events);
       if (fetched->complete || n == 0 || n < max) return go_live();
       return fetch();
     }
-    auto r = schemas::summarize_reply(bytes);  // phase::checking: the status
-    if (r && r->ok && (r->state == "queued" || r->state == "running")) return go_live();
+    const auto* status = std::get_if<schemas::status_reply>(&r);  // phase::checking: the status
+    if (status && (status->state == job_state::queued || status->state == job_state::running)) return go_live();
     gone_409("no events are kept");
   }
 
@@ -129,31 +137,28 @@ private:
     x_->write(render_chunk_start(ctx_));
   }
 
-  void on_event(const schemas::event_summary& ev) {
+  void on_event(const schemas::job_event& ev) {
+    if (const auto* e = std::get_if<schemas::error_event>(&ev)) return fail(error_for(e->code, e->message));
+    const auto* t = std::get_if<schemas::tokens_event>(&ev);
+    const auto* d = std::get_if<schemas::done_event>(&ev);
     if (!r_->stream) {
-      if (ev.kind == "tokens") tokens_.push_back(ev);
-      if (ev.kind == "done") {
-        x_->respond(200, "application/json", render_completion(ctx_, tokens_, ev), id_header());
-        return finish();
-      }
-      if (ev.kind == "error") fail(error_for(ev.error_code, ev.message));
-      return;
+      if (t) tokens_.push_back(*t);
+      if (!d) return;
+      x_->respond(200, "application/json", render_completion(ctx_, tokens_, *d), id_header());
+      return finish();
     }
-    if (ev.kind == "tokens") {
-      shown_ = shown_ || !ev.text.empty();
-      x_->write(render_chunk_tokens(ctx_, ev));
-    } else if (ev.kind == "done") {
-      if (!shown_ && !ev.text.empty()) {  // a job whose tokens events were not kept (stream: false elsewhere)
-        schemas::event_summary all;
-        all.kind = "tokens";
-        all.text = ev.text;
+    if (t) {
+      shown_ = shown_ || !t->text.empty();
+      x_->write(render_chunk_tokens(ctx_, *t));
+    } else if (d) {
+      if (!shown_ && !d->text.empty()) {  // a job whose tokens events were not kept (stream: false elsewhere)
+        schemas::tokens_event all;
+        all.text = d->text;
         x_->write(render_chunk_tokens(ctx_, all));
       }
-      x_->write(render_chunk_done(ctx_, ev));
+      x_->write(render_chunk_done(ctx_, *d));
       x_->end();
       finish();
-    } else if (ev.kind == "error") {
-      fail(error_for(ev.error_code, ev.message));
     }
   }
 
@@ -203,11 +208,10 @@ private:
   uint64_t tag_ = 0, from_ = 0;
   phase phase_ = phase::submitting;
   bool done_ = false, streaming_ = false, shown_ = false;
-  std::vector<schemas::event_summary> tokens_;
+  std::vector<schemas::tokens_event> tokens_;
 };
 
-http_intake::http_intake(http_config cfg, piece_fn piece, health_fn health)
-    : cfg_(std::move(cfg)), piece_(std::move(piece)), health_(std::move(health)) {
+http_intake::http_intake(http_config cfg) : cfg_(std::move(cfg)) {
   id_salt_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   const int port = cfg_.port;
   if (port < 0 || port > 65535)
@@ -229,9 +233,11 @@ http_intake::http_intake(http_config cfg, piece_fn piece, health_fn health)
 
 http_intake::~http_intake() { stop(); }
 
-void http_intake::start(request_sink& sink) {
+void http_intake::start(const intake_context& ctx) {
   if (started_) return;
-  sink_ = &sink;
+  sink_ = ctx.sink;
+  piece_ = ctx.piece;
+  unhealthy_ = ctx.unhealthy;
   started_ = true;
   // Before a body is read: API keys on /v1 (401, OpenAI's shape).
   auto precheck = [keys = cfg_.keys](const http_request& req) -> std::optional<std::pair<int, std::string>> {
@@ -264,7 +270,7 @@ void http_intake::route(http_request req, std::shared_ptr<http_exchange> x) {
     return x->respond(200, "application/json", json{{"object", "list"}, {"data", json::array({m})}}.dump());
   }
   if (req.method == "GET" && req.path == "/health") {
-    const std::optional<std::string> why = health_ ? health_() : std::nullopt;
+    const std::optional<std::string> why = unhealthy_ ? unhealthy_() : std::nullopt;
     return x->respond(why ? 503 : 200, "application/json",
                       json{{"status", why ? "unavailable" : "serving"}, {"reason", why ? json(*why) : json(nullptr)}, {"model", cfg_.model_name}}.dump());
   }

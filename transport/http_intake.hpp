@@ -2,7 +2,8 @@
 // /v1/completions and /v1/chat/completions (whole answers, or server-sent events with stream:
 // true), GET /v1/models and /health. Each HTTP request is one job: its exchange (http_intake.cpp)
 // checks the body, watches the job id, hands the job to the request_sink like every other intake,
-// and is woken by the watch as the reply and the job's events (fed by the publisher's tap) come;
+// and is woken by the watch as the reply and the job's events (it is one of the publisher's event
+// sinks) come;
 // nothing blocks, so an open request costs memory, not a thread. A request id header
 // (X-Request-Id or Idempotency-Key) becomes the job id: a retried request finds the job already
 // there (duplicate) and is answered from its events (fetch, then live), so it never runs twice.
@@ -44,26 +45,23 @@ struct http_config {
 
 class job_exchange;
 
-class http_intake final : public intake, public reply_channel {
+class http_intake final : public intake, public reply_channel, public event_sink {
 public:
-  /// Why the server cannot take jobs now (draining, executor failed), or nullopt when serving.
-  using health_fn = std::function<std::optional<std::string>()>;
-
-  /// Binds at once (throws bind_error naming the port and the fix). The token-piece and health
-  /// functions may be given later, before start() (the socket is bound before the model loads).
-  http_intake(http_config cfg, piece_fn piece = {}, health_fn health = {});
-  void set_piece(piece_fn piece) { piece_ = std::move(piece); }
-  void set_health(health_fn health) { health_ = std::move(health); }
+  /// Binds at once (throws bind_error naming the port and the fix), before the model loads.
+  explicit http_intake(http_config cfg);
   ~http_intake() override;
-  void start(request_sink& sink) override;
+  /// Serves, with the context's sink, token pieces (logprobs) and health (/health).
+  void start(const intake_context& ctx) override;
   /// Lets answers being written finish, wakes every waiting exchange (they answer 503), closes
   /// the listener and every connection, joins the threads.
   void stop() override;
+  const char* name() const override { return "http"; }
   const std::string& endpoint() const override { return endpoint_; }
+  event_sink* events() override { return this; }
   int port() const { return port_; }
-  void reply(uint64_t tag, schemas::wire_bytes bytes) override { watches_.reply(tag, std::move(bytes)); }
-  /// The publisher's tap: every job event as it goes out (any thread).
-  void on_event(const std::string& job_id, const schemas::wire_bytes& event) { watches_.event(job_id, event); }
+  void reply(uint64_t tag, schemas::reply r) override { watches_.reply(tag, std::move(r)); }
+  /// Every job event as it goes out (the publisher's thread): to the exchanges watching its job.
+  void on_event(const schemas::published_event& ev) override { watches_.event(ev.event); }
 
   /// Connections open now (tests, metrics).
   size_t connections() const { return server_->connections(); }
@@ -75,7 +73,7 @@ private:
 
   http_config cfg_;
   piece_fn piece_;
-  health_fn health_;
+  std::function<std::optional<std::string>()> unhealthy_;
   std::unique_ptr<http_server> server_;
   std::string endpoint_;
   int port_ = 0;

@@ -1,5 +1,5 @@
-// The intake interface: every way a request comes in (ZeroMQ ROUTER and PULL today; HTTP and
-// NATS next) decodes and validates it on its own thread and hands the result to the runtime's
+// The intake interface: every way a request comes in (ZeroMQ ROUTER and PULL, HTTP, NATS)
+// decodes and validates it on its own thread and hands the result to the runtime's
 // request_sink without waiting for anything. The answer comes back through the intake's
 // reply_channel, and the intake sends it from the thread that owns its socket.
 //
@@ -9,10 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "schemas/protocol.hpp"
+#include "transport/event_sink.hpp"
+#include "schemas/replay.hpp"
+#include "schemas/replies.hpp"
 #include "schemas/requests.hpp"
 
 namespace conveyor::transport {
@@ -22,8 +27,8 @@ namespace conveyor::transport {
 class reply_channel {
 public:
   virtual ~reply_channel() = default;
-  /// The reply to the request the intake tagged `tag`.
-  virtual void reply(uint64_t tag, schemas::wire_bytes bytes) = 0;
+  /// The reply to the request the intake tagged `tag` (typed: the intake encodes it for its wire).
+  virtual void reply(uint64_t tag, schemas::reply r) = 0;
 };
 
 /// Where one request's answer goes. A null channel is a fire-and-forget intake (PULL): nobody
@@ -33,38 +38,51 @@ struct reply_to {
   uint64_t tag = 0;
 
   bool fire_and_forget() const { return channel == nullptr; }
-  void send(schemas::wire_bytes bytes) const {
-    if (channel) channel->reply(tag, std::move(bytes));
+  void send(schemas::reply r) const {
+    if (channel) channel->reply(tag, std::move(r));
   }
 };
 
-/// Where a job that began on another replica goes on (NATS failover): the token ids its stored
-/// tokens events carried and the seq of its next event. It gets no `accepted` and no reply.
-struct resume_point {
-  std::vector<token_id> published;
-  uint64_t next_seq = 0;
-  double arrival_unix = 0.0;
-};
+using schemas::resume_point;
 
 /// What intakes hand requests to (the runtime's front door). Thread-safe; never blocks.
 class request_sink {
 public:
   virtual ~request_sink() = default;
-  /// One decoded request, or the decode_error that refuses it (the sink answers both).
-  virtual void deliver(reply_to to, schemas::decode_result request) = 0;
-  /// A job to continue from `at` (its events so far are stored elsewhere).
-  virtual void deliver_resumed(schemas::submit_request job, resume_point at) = 0;
+  /// One decoded request, or the decode_error that refuses it (the sink answers both). With
+  /// `resume`, a job to continue from there (its events so far are stored elsewhere: NATS
+  /// failover); it gets no reply and no `accepted`.
+  virtual void deliver(reply_to to, schemas::decode_result request, std::optional<resume_point> resume = std::nullopt) = 0;
 };
 
-/// One way in. The constructor binds (a taken endpoint throws bind_error before anything else
-/// has started); start() begins serving on the intake's own thread; stop() joins it.
+/// What the runtime hands every intake when it starts; each takes what it needs.
+struct intake_context {
+  request_sink* sink = nullptr;
+  /// A token's text (special tokens shown), for logprobs.
+  std::function<std::string(token_id)> piece;
+  /// Why the server does not serve new jobs now (draining, stopping), or nullopt.
+  std::function<std::optional<std::string>()> unhealthy;
+  /// How many more jobs the runtime can admit right now (every intake's jobs counted).
+  std::function<int64_t()> free_slots;
+};
+
+/// One way in. The constructor binds or connects (a taken endpoint throws bind_error, an
+/// unreachable server its own error, before anything else has started); start() begins serving
+/// on the intake's own threads; stop_accepting() takes no new jobs from where they queue (the
+/// drain: intakes that answer each request keep answering, the job table refuses new jobs);
+/// stop() joins the threads. An intake that also carries events out (NATS stores them; HTTP
+/// streams them) is an event_sink too: events() returns it.
 class intake {
 public:
   virtual ~intake() = default;
-  virtual void start(request_sink& sink) = 0;
+  virtual void start(const intake_context& ctx) = 0;
+  virtual void stop_accepting() {}
   virtual void stop() = 0;
+  /// Its name in logs and errors ("router", "pull", "http", "nats").
+  virtual const char* name() const = 0;
   /// The bound endpoint (a "*" port resolved).
   virtual const std::string& endpoint() const = 0;
+  virtual event_sink* events() { return nullptr; }
 };
 
 } // namespace conveyor::transport

@@ -1,7 +1,6 @@
 #include "transport/job_watch.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 namespace conveyor::transport {
 
@@ -11,24 +10,23 @@ void job_watch::notify() {
     std::lock_guard lk(mu_);
     l = listener_;
   }
-  cv_.notify_all();
   if (l && *l) (*l)();
 }
 
-void job_watch::add(schemas::event_summary ev) {
+void job_watch::add(schemas::job_event ev) {
   {
     std::lock_guard lk(mu_);
-    if (ev.seq < next_ || held_.contains(ev.seq)) return;
-    const uint64_t seq = ev.seq;
+    const uint64_t seq = schemas::seq_of(ev);
+    if (seq < next_ || held_.contains(seq)) return;
     held_.emplace(seq, std::move(ev));
   }
   notify();
 }
 
-void job_watch::set_reply(schemas::wire_bytes bytes) {
+void job_watch::set_reply(schemas::reply r) {
   {
     std::lock_guard lk(mu_);
-    reply_ = std::move(bytes);
+    reply_ = std::move(r);
   }
   notify();
 }
@@ -51,35 +49,15 @@ void job_watch::set_listener(std::function<void()> listener) {
   if (ready) notify();
 }
 
-std::optional<schemas::wire_bytes> job_watch::take_reply() {
+std::optional<schemas::reply> job_watch::take_reply() {
   std::lock_guard lk(mu_);
-  std::optional<schemas::wire_bytes> out = std::move(reply_);
+  std::optional<schemas::reply> out = std::move(reply_);
   reply_.reset();
   return out;
 }
 
-std::optional<schemas::event_summary> job_watch::try_next() {
+std::optional<schemas::job_event> job_watch::try_next() {
   std::lock_guard lk(mu_);
-  if (held_.empty() || held_.begin()->first != next_) return std::nullopt;
-  auto node = held_.extract(held_.begin());
-  ++next_;
-  return std::move(node.mapped());
-}
-
-std::optional<schemas::wire_bytes> job_watch::wait_reply() {
-  std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return reply_.has_value() || closed_; });
-  if (!reply_) return std::nullopt;
-  std::optional<schemas::wire_bytes> out = std::move(reply_);
-  reply_.reset();
-  return out;
-}
-
-std::optional<schemas::event_summary> job_watch::next(int64_t for_ms) {
-  std::unique_lock lk(mu_);
-  const auto ready = [&] { return closed_ || (!held_.empty() && held_.begin()->first == next_); };
-  if (for_ms < 0) cv_.wait(lk, ready);
-  else cv_.wait_for(lk, std::chrono::milliseconds(for_ms), ready);
   if (held_.empty() || held_.begin()->first != next_) return std::nullopt;
   auto node = held_.extract(held_.begin());
   ++next_;
@@ -115,7 +93,7 @@ void watch_registry::unwatch(const std::string& job_id, uint64_t tag) {
   if (it->second.empty()) by_id_.erase(it);
 }
 
-void watch_registry::reply(uint64_t tag, schemas::wire_bytes bytes) {
+void watch_registry::reply(uint64_t tag, schemas::reply r) {
   std::shared_ptr<job_watch> w;
   {
     std::lock_guard lk(mu_);
@@ -123,20 +101,18 @@ void watch_registry::reply(uint64_t tag, schemas::wire_bytes bytes) {
     if (it == by_tag_.end()) return;
     w = it->second;
   }
-  w->set_reply(std::move(bytes));
+  w->set_reply(std::move(r));
 }
 
-void watch_registry::event(const std::string& job_id, const schemas::wire_bytes& event) {
+void watch_registry::event(const schemas::job_event& ev) {
   std::vector<std::shared_ptr<job_watch>> ws;
   {
     std::lock_guard lk(mu_);
-    auto it = by_id_.find(job_id);
+    auto it = by_id_.find(schemas::job_id_of(ev));
     if (it == by_id_.end()) return;
     for (const auto& p : it->second) ws.push_back(p.second);
   }
-  auto ev = schemas::summarize_event(event);
-  if (!ev) return;
-  for (size_t i = 0; i < ws.size(); ++i) ws[i]->add(i + 1 == ws.size() ? std::move(*ev) : *ev);
+  for (const auto& w : ws) w->add(ev);  // copied only for a job someone watches
 }
 
 void watch_registry::close_all() {

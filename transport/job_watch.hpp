@@ -1,12 +1,11 @@
 // Jobs an HTTP request waits on. An HTTP exchange registers a watch for its job id before it
-// submits, so no event can be missed; the publisher's tap (any job event, as it is sent) and the
+// submits, so no event can be missed; the publisher's sinks (any job event, as it is sent) and the
 // intake's reply channel (the answer to the submit, a fetch or a status) feed the watch; the
 // exchange pops events in seq order, each once, whether they came live or from a fetch. Nobody
 // blocks on a watch: its listener is called (from whichever thread fed it) and the exchange then
 // takes what is ready on its own connection's strand.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,16 +17,17 @@
 #include <vector>
 
 #include "schemas/protocol.hpp"
-#include "schemas/stored.hpp"
+#include "schemas/events.hpp"
+#include "schemas/replies.hpp"
 
 namespace conveyor::transport {
 
 class job_watch {
 public:
   /// Adds one event (live or fetched); one already popped or already held is dropped.
-  void add(schemas::event_summary ev);
+  void add(schemas::job_event ev);
   /// The answer to the request tagged for this watch.
-  void set_reply(schemas::wire_bytes bytes);
+  void set_reply(schemas::reply r);
   /// Wakes the waiter for good: the intake is stopping.
   void close();
   /// Called, outside the watch's lock, after every add, reply and close (any thread); and at
@@ -35,13 +35,9 @@ public:
   void set_listener(std::function<void()> listener);
 
   /// The reply, if it has come (taken once).
-  std::optional<schemas::wire_bytes> take_reply();
+  std::optional<schemas::reply> take_reply();
   /// The next event in seq order, if it is here.
-  std::optional<schemas::event_summary> try_next();
-  /// Waits for the reply (nullopt: closed first).
-  std::optional<schemas::wire_bytes> wait_reply();
-  /// Waits for the next event in seq order (nullopt: closed first, or `for_ms` passed when >= 0).
-  std::optional<schemas::event_summary> next(int64_t for_ms = -1);
+  std::optional<schemas::job_event> try_next();
   /// The seq the next popped event will have.
   uint64_t next_seq() const;
   /// close() was called.
@@ -51,10 +47,9 @@ private:
   void notify();
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::shared_ptr<std::function<void()>> listener_;
-  std::optional<schemas::wire_bytes> reply_;
-  std::map<uint64_t, schemas::event_summary> held_;
+  std::optional<schemas::reply> reply_;
+  std::map<uint64_t, schemas::job_event> held_;
   uint64_t next_ = 0;
   bool closed_ = false;
 };
@@ -67,9 +62,9 @@ public:
   /// Ends a watch (the handler is done with it).
   void unwatch(const std::string& job_id, uint64_t tag);
   /// A reply for `tag` (a request of a watch that ended is dropped).
-  void reply(uint64_t tag, schemas::wire_bytes bytes);
-  /// An event of `job_id`: decoded only when someone watches that job.
-  void event(const std::string& job_id, const schemas::wire_bytes& event);
+  void reply(uint64_t tag, schemas::reply r);
+  /// A job event: copied only to the watches of its job.
+  void event(const schemas::job_event& ev);
   /// Closes every watch, now and from now on.
   void close_all();
 

@@ -6,6 +6,7 @@
 
 #include "schemas/events.hpp"
 #include "schemas/stored.hpp"
+#include "schemas/replay.hpp"
 
 namespace conveyor::transport {
 namespace {
@@ -26,25 +27,27 @@ double unix_seconds() {
 
 } // namespace
 
-nats_intake::nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight,
-                         std::function<int64_t()> free_slots)
-    : link_(std::move(link)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)),
-      free_slots_(std::move(free_slots)) {}
+nats_intake::nats_intake(const nats_config& cfg, const schemas::decode_limits& limits, int64_t max_in_flight)
+    : nats_intake(std::make_shared<nats_link>(cfg), limits, max_in_flight) {}
+
+nats_intake::nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight)
+    : link_(std::move(link)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)) {}
 
 nats_intake::~nats_intake() { stop(); }
 
-void nats_intake::start(request_sink& sink) {
+void nats_intake::start(const intake_context& ctx) {
+  free_slots_ = ctx.free_slots;
   publisher_ = std::thread([this] { event_loop(); });
-  fetcher_ = std::thread([this, &sink] { fetch_loop(sink); });
+  fetcher_ = std::thread([this, sink = ctx.sink] { fetch_loop(*sink); });
 }
 
-void nats_intake::stop_fetching() {
+void nats_intake::stop_accepting() {
   stop_fetch_ = true;
   if (fetcher_.joinable()) fetcher_.join();
 }
 
 void nats_intake::stop() {
-  stop_fetching();
+  stop_accepting();
   {
     std::lock_guard lk(mu_);
     stop_ = true;
@@ -53,23 +56,25 @@ void nats_intake::stop() {
   if (publisher_.joinable()) publisher_.join();
 }
 
-void nats_intake::reply(uint64_t tag, schemas::wire_bytes bytes) {
+void nats_intake::reply(uint64_t tag, schemas::reply r) {
+  std::optional<schemas::error_reply> refused;
+  if (auto* e = std::get_if<schemas::error_reply>(&r)) refused = std::move(*e);
   {
     std::lock_guard lk(mu_);
-    replies_.emplace_back(tag, std::move(bytes));
+    replies_.emplace_back(tag, std::move(refused));
   }
   cv_.notify_all();
 }
 
-void nats_intake::on_event(const std::string& job_id, const schemas::wire_bytes& event, bool terminal) {
-  const auto s = schemas::summarize_event(event);
-  if (!s) return;  // not a job event (never happens: the request actors encode them)
+void nats_intake::on_event(const schemas::published_event& ev) {
+  const std::string& job_id = ev.job_id();
+  const auto* done = std::get_if<schemas::done_event>(&ev.event);
   {
     std::lock_guard lk(mu_);
-    if (terminal && stop_fetch_ && s->reason == finish_reason::cancelled && held_.count(job_id)) {
+    if (done && stop_fetch_ && done->reason == finish_reason::cancelled && held_.count(job_id)) {
       to_nak_.push_back(job_id);  // drained away, not cancelled by anyone: another replica goes on
     } else {
-      events_.push_back({job_id, s->seq, event, terminal});
+      events_.push_back({job_id, ev.seq(), ev.wire, ev.terminal()});
     }
   }
   cv_.notify_all();
@@ -162,19 +167,12 @@ void nats_intake::resolve(unresolved_job& u, request_sink& sink) {
     return;
   }
   u.done = true;
-  std::vector<schemas::event_summary> sums;
+  std::vector<schemas::job_event> stored;
   for (const auto& e : *evs)
-    if (auto s = schemas::summarize_event(e)) sums.push_back(std::move(*s));
-  std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
-  resume_point r;
-  bool ended = false;
-  for (const auto& s : sums) {
-    if (s.seq != r.next_seq) break;  // the events after a gap are sent again (same msg ids)
-    if (s.terminal()) ended = true;
-    r.published.insert(r.published.end(), s.token_ids.begin(), s.token_ids.end());
-    ++r.next_seq;
-  }
-  if (ended) {  // it ended; only the ack was lost
+    if (auto ev = schemas::decode_event(e)) stored.push_back(std::move(*ev));
+  // The events after a gap are sent again (same msg ids): the job goes on from the gap.
+  schemas::replayed r = schemas::replay(std::move(stored));
+  if (r.end) {  // it ended; only the ack was lost
     std::lock_guard lk(mu_);
     if (auto it = held_.find(id); it != held_.end()) {
       it->second.msg.ack();
@@ -183,9 +181,9 @@ void nats_intake::resolve(unresolved_job& u, request_sink& sink) {
     return;
   }
   std::optional<resume_point> resume;
-  if (r.next_seq > 0) {
-    r.arrival_unix = unix_seconds();
-    resume = std::move(r);
+  if (r.at.next_seq > 0) {
+    r.at.arrival_unix = unix_seconds();
+    resume = std::move(r.at);
   }
   start_job(std::move(u.job), std::move(resume), sink);
 }
@@ -205,7 +203,7 @@ void nats_intake::start_job(schemas::submit_request job, std::optional<resume_po
     return;
   }
   if (resume) {
-    sink.deliver_resumed(std::move(job), std::move(*resume));
+    sink.deliver(reply_to{}, schemas::decode_result(std::move(job)), std::move(resume));
     return;
   }
   const uint64_t tag = next_tag_++;
@@ -231,21 +229,20 @@ void nats_intake::queue_dead_letter(const std::string& job_id, schemas::error_co
 }
 
 // Under mu_.
-void nats_intake::on_refused(const std::string& job_id, const std::string& code, const std::string& message) {
+void nats_intake::on_refused(const std::string& job_id, const schemas::error_reply& why) {
   auto it = held_.find(job_id);
   if (it == held_.end()) return;
-  if (code == "overloaded" || code == "shutting_down") {  // another replica (or this one, later) runs it
+  if (why.code == error_code::overloaded || why.code == error_code::shutting_down) {  // another replica (or this one, later) runs it
     it->second.msg.nak();
     held_.erase(it);
     return;
   }
-  if (code == "duplicate") {  // that id ran here within the retention period: its events are stored
+  if (why.code == error_code::duplicate) {  // that id ran here within the retention period: its events are stored
     it->second.msg.term();
     held_.erase(it);
     return;
   }
-  const auto c = schemas::error_code_from_string(code).value_or(schemas::error_code::internal);
-  queue_dead_letter(job_id, c, message, it->second.delivered, it->second.request, 0, true);
+  queue_dead_letter(job_id, why.code, why.message, it->second.delivered, it->second.request, 0, true);
 }
 
 void nats_intake::progress_all() {
@@ -264,11 +261,10 @@ void nats_intake::event_loop() {
     {
       std::unique_lock lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_ || !events_.empty() || !replies_.empty() || !to_nak_.empty() || !dead_.empty(); });
-      for (auto& [tag, bytes] : replies_) {
+      for (auto& [tag, refused] : replies_) {
         auto t = tags_.find(tag);
         if (t == tags_.end()) continue;
-        const auto r = schemas::summarize_reply(bytes);
-        if (r && !r->ok) on_refused(t->second, r->code, r->message);
+        if (refused) on_refused(t->second, *refused);
         tags_.erase(t);
       }
       replies_.clear();

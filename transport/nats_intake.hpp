@@ -35,23 +35,25 @@
 
 namespace conveyor::transport {
 
-class nats_intake final : public intake, public reply_channel {
+class nats_intake final : public intake, public reply_channel, public event_sink {
 public:
-  /// `free_slots` says how many more jobs the runtime can admit now (every intake's jobs
-  /// counted); at most `max_in_flight` are held from the consumer.
-  nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight,
-              std::function<int64_t()> free_slots);
+  /// Connects (throws nats_error naming the server and the fix). At most `max_in_flight` jobs
+  /// are held from the consumer, and no more than the context's free_slots() at a time.
+  nats_intake(const nats_config& cfg, const schemas::decode_limits& limits, int64_t max_in_flight);
+  nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight);
   ~nats_intake() override;
-  void start(request_sink& sink) override;
+  void start(const intake_context& ctx) override;
   /// Stops taking jobs; events still go out (the runtime drains, then calls stop()).
-  void stop_fetching();
+  void stop_accepting() override;
   /// Stores what is left (at most a few seconds), Naks every held job, joins the threads.
   void stop() override;
+  const char* name() const override { return "nats"; }
   const std::string& endpoint() const override { return link_->config().url; }
-  void reply(uint64_t tag, schemas::wire_bytes bytes) override;
+  event_sink* events() override { return this; }
+  void reply(uint64_t tag, schemas::reply r) override;
 
-  /// The publisher's tap: one event of a job, as sent on the PUB socket. Any thread.
-  void on_event(const std::string& job_id, const schemas::wire_bytes& event, bool terminal);
+  /// One event of a job, as the publisher sends it: queued for the events stream.
+  void on_event(const schemas::published_event& ev) override;
 
 private:
   struct held_job {
@@ -69,7 +71,7 @@ private:
   void resolve(unresolved_job& u, request_sink& sink);
   void start_job(schemas::submit_request job, std::optional<resume_point> resume, request_sink& sink);
   void event_loop();
-  void on_refused(const std::string& job_id, const std::string& code, const std::string& message);
+  void on_refused(const std::string& job_id, const schemas::error_reply& why);
   void queue_dead_letter(const std::string& job_id, schemas::error_code code, const std::string& message, uint64_t delivered,
                          const schemas::wire_bytes& request, uint64_t seq, bool event);
   void progress_all();
@@ -86,7 +88,7 @@ private:
   std::unordered_map<std::string, held_job> held_;      // by job id
   std::unordered_map<uint64_t, std::string> tags_;      // reply tag -> job id
   std::deque<nats_event_out> events_;                   // to store, in order
-  std::vector<std::pair<uint64_t, schemas::wire_bytes>> replies_;
+  std::vector<std::pair<uint64_t, std::optional<schemas::error_reply>>> replies_;  // (tag, refusal)
   std::vector<std::string> to_nak_;                     // held jobs handed back while draining
   std::vector<std::pair<std::string, schemas::wire_bytes>> dead_;  // dead letters to store
   uint64_t next_tag_ = 1;

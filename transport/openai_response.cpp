@@ -20,31 +20,36 @@ json bytes_of(const std::string& s) {
 }
 
 // Chat logprobs entries ({"token","logprob","bytes","top_logprobs"}) for one tokens event.
-void chat_logprobs(const openai_context& c, const schemas::event_summary& ev, json& content) {
+// The event's logprob of token i, and its alternatives (none when the job did not ask).
+float logprob_at(const schemas::tokens_event& ev, size_t i) { return ev.logprobs && i < ev.logprobs->size() ? (*ev.logprobs)[i] : 0.0f; }
+const std::vector<token_logprob>& alternatives_at(const schemas::tokens_event& ev, size_t i) {
+  static const std::vector<token_logprob> none;
+  return ev.top_logprobs && i < ev.top_logprobs->size() ? (*ev.top_logprobs)[i] : none;
+}
+
+void chat_logprobs(const openai_context& c, const schemas::tokens_event& ev, json& content) {
   for (size_t i = 0; i < ev.token_ids.size(); ++i) {
     const std::string tok = c.piece(ev.token_ids[i]);
     json alts = json::array();
-    if (i < ev.top_logprobs.size())
-      for (const auto& a : ev.top_logprobs[i]) {
-        const std::string at = c.piece(a.token);
-        alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", bytes_of(at)}});
-      }
-    content.push_back({{"token", tok}, {"logprob", i < ev.logprobs.size() ? ev.logprobs[i] : 0.0f}, {"bytes", bytes_of(tok)}, {"top_logprobs", alts}});
+    for (const auto& a : alternatives_at(ev, i)) {
+      const std::string at = c.piece(a.token);
+      alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", bytes_of(at)}});
+    }
+    content.push_back({{"token", tok}, {"logprob", logprob_at(ev, i)}, {"bytes", bytes_of(tok)}, {"top_logprobs", alts}});
   }
 }
 
 // Completions logprobs ({"tokens","token_logprobs","top_logprobs","text_offset"}) for one event;
 // `offset` is the text's length before it.
-void completion_logprobs(const openai_context& c, const schemas::event_summary& ev, json& lp, size_t& offset) {
+void completion_logprobs(const openai_context& c, const schemas::tokens_event& ev, json& lp, size_t& offset) {
   for (size_t i = 0; i < ev.token_ids.size(); ++i) {
     const std::string tok = c.piece(ev.token_ids[i]);
     lp["tokens"].push_back(tok);
-    lp["token_logprobs"].push_back(i < ev.logprobs.size() ? ev.logprobs[i] : 0.0f);
+    lp["token_logprobs"].push_back(logprob_at(ev, i));
     lp["text_offset"].push_back(offset);
     offset += tok.size();
     json alts = json::object();
-    if (i < ev.top_logprobs.size())
-      for (const auto& a : ev.top_logprobs[i]) alts[c.piece(a.token)] = a.logprob;
+    for (const auto& a : alternatives_at(ev, i)) alts[c.piece(a.token)] = a.logprob;
     lp["top_logprobs"].push_back(c.req->top_logprobs > 0 ? alts : json(nullptr));
   }
 }
@@ -53,11 +58,12 @@ json empty_completion_logprobs() {
   return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
 }
 
-json usage(const schemas::event_summary& done) {
-  return {{"prompt_tokens", done.prompt_tokens},
-          {"completion_tokens", done.completion_tokens},
-          {"total_tokens", done.prompt_tokens + done.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+json usage(const schemas::done_event& done) {
+  const schemas::usage_info& u = done.usage;
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 json chunk_head(const openai_context& c) {
@@ -68,8 +74,8 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 } // namespace
 
-std::string render_completion(const openai_context& c, const std::vector<schemas::event_summary>& tokens, const schemas::event_summary& done) {
-  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason.value_or(finish_reason::stop))}};
+std::string render_completion(const openai_context& c, const std::vector<schemas::tokens_event>& tokens, const schemas::done_event& done) {
+  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason)}};
   json logprobs = nullptr;
   if (is_chat(c)) {
     choice["message"] = {{"role", "assistant"}, {"content", done.text}};
@@ -100,7 +106,7 @@ std::string render_chunk_start(const openai_context& c) {
   return sse(j);
 }
 
-std::string render_chunk_tokens(const openai_context& c, const schemas::event_summary& ev) {
+std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& ev) {
   if (ev.text.empty() && !c.req->logprobs) return {};
   json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
   if (is_chat(c)) {
@@ -124,8 +130,8 @@ std::string render_chunk_tokens(const openai_context& c, const schemas::event_su
   return sse(j);
 }
 
-std::string render_chunk_done(const openai_context& c, const schemas::event_summary& done) {
-  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason.value_or(finish_reason::stop))}, {"logprobs", nullptr}};
+std::string render_chunk_done(const openai_context& c, const schemas::done_event& done) {
+  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason)}, {"logprobs", nullptr}};
   if (is_chat(c)) choice["delta"] = json::object();
   else choice["text"] = "";
   json j = chunk_head(c);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "schemas/stored.hpp"
+#include "schemas/events.hpp"
 #include "transport/openai_request.hpp"
 
 namespace conveyor::transport {
@@ -24,16 +24,16 @@ struct openai_context {
 };
 
 /// The non-streamed answer: the job's tokens events and its done event, in seq order.
-std::string render_completion(const openai_context& c, const std::vector<schemas::event_summary>& tokens,
-                              const schemas::event_summary& done);
+std::string render_completion(const openai_context& c, const std::vector<schemas::tokens_event>& tokens,
+                              const schemas::done_event& done);
 
 /// Streaming, one "data: {...}\n\n" line per call. The first chunk of a chat (role only).
 std::string render_chunk_start(const openai_context& c);
 /// A tokens event's delta (empty string when it carries nothing to show).
-std::string render_chunk_tokens(const openai_context& c, const schemas::event_summary& tokens);
+std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& tokens);
 /// The done event's chunk (finish_reason), then, when stream_options.include_usage, the usage
 /// chunk, then "data: [DONE]".
-std::string render_chunk_done(const openai_context& c, const schemas::event_summary& done);
+std::string render_chunk_done(const openai_context& c, const schemas::done_event& done);
 /// An error in the middle of a stream: a chunk holding the error object, then "data: [DONE]".
 std::string render_chunk_error(const openai_error& e);
 

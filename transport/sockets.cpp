@@ -40,4 +40,12 @@ void pub_socket::send(std::string_view topic, std::string_view body) {
   sock_.send(zmq::buffer(body), zmq::send_flags::dontwait);
 }
 
+namespace {
+std::string_view as_view(const schemas::wire_bytes& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+} // namespace
+
+void pub_socket::on_event(const schemas::published_event& ev) { send(schemas::topic_for(ev.job_id()), as_view(ev.wire)); }
+
+void pub_socket::on_heartbeat(const schemas::wire_bytes& hb) { send(schemas::heartbeat_topic, as_view(hb)); }
+
 } // namespace conveyor::transport

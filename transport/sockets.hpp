@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "transport/curve.hpp"
+#include "transport/event_sink.hpp"
 
 namespace conveyor::transport {
 
@@ -32,11 +33,16 @@ void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, std::string_vi
 std::string bound_endpoint(zmq::socket_t& s);
 
 /// The PUB socket: sends [topic, body] as one two-frame message. Never blocks; a subscriber
-/// that falls behind the high-water mark loses messages and repairs them with `fetch`.
-class pub_socket {
+/// that falls behind the high-water mark loses messages and repairs them with `fetch`. As an
+/// event sink: a job's events on "job/<id>/", heartbeats on "sys/" (the publisher's thread is
+/// its only user once the runtime runs).
+class pub_socket final : public event_sink {
 public:
   pub_socket(zmq::context_t& ctx, const std::string& endpoint, const curve_server_config& curve = {});
   void send(std::string_view topic, std::string_view body);
+  void on_event(const schemas::published_event& ev) override;
+  void on_refusal(const schemas::published_event& ev) override { on_event(ev); }
+  void on_heartbeat(const schemas::wire_bytes& hb) override;
   std::string endpoint() { return bound_endpoint(sock_); }
 
 private:

@@ -46,8 +46,8 @@ router_intake::~router_intake() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-void router_intake::start(request_sink& sink) {
-  thread_ = std::thread([this, &sink] { run(sink); });
+void router_intake::start(const intake_context& ctx) {
+  thread_ = std::thread([this, sink = ctx.sink] { run(*sink); });
 }
 
 void router_intake::stop() {
@@ -55,7 +55,8 @@ void router_intake::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void router_intake::reply(uint64_t tag, schemas::wire_bytes bytes) {
+void router_intake::reply(uint64_t tag, schemas::reply r) {
+  schemas::wire_bytes bytes = schemas::encode(r);  // here, on the replying thread, as before the queue
   {
     std::lock_guard lk(mu_);
     arrived_.emplace_back(tag, std::move(bytes));
@@ -127,8 +128,8 @@ pull_intake::pull_intake(zmq::context_t& ctx, const std::string& endpoint, const
 
 pull_intake::~pull_intake() { stop(); }
 
-void pull_intake::start(request_sink& sink) {
-  thread_ = std::thread([this, &sink] { run(sink); });
+void pull_intake::start(const intake_context& ctx) {
+  thread_ = std::thread([this, sink = ctx.sink] { run(*sink); });
 }
 
 void pull_intake::stop() {

@@ -33,10 +33,11 @@ public:
   router_intake(zmq::context_t& ctx, const std::string& endpoint, const schemas::decode_limits& limits,
                 const curve_server_config& curve = {});
   ~router_intake() override;
-  void start(request_sink& sink) override;
+  void start(const intake_context& ctx) override;
   void stop() override;
+  const char* name() const override { return "router"; }
   const std::string& endpoint() const override { return endpoint_; }
-  void reply(uint64_t tag, schemas::wire_bytes bytes) override;
+  void reply(uint64_t tag, schemas::reply r) override;
 
 private:
   struct pending_reply {
@@ -66,8 +67,9 @@ public:
   pull_intake(zmq::context_t& ctx, const std::string& endpoint, const schemas::decode_limits& limits,
               const curve_server_config& curve = {});
   ~pull_intake() override;
-  void start(request_sink& sink) override;
+  void start(const intake_context& ctx) override;
   void stop() override;
+  const char* name() const override { return "pull"; }
   const std::string& endpoint() const override { return endpoint_; }
 
 private:

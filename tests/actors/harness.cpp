@@ -54,25 +54,24 @@ struct fake_pub_state {
 fake_publisher::behavior_type fake_publisher_impl(fake_publisher::stateful_pointer<fake_pub_state> self, publisher_log* log) {
   self->state.log = log;
   return {
-      [self](actors::p_event_atom, const std::string& id, const schemas::wire_bytes& ev, bool terminal) {
+      [self](actors::p_event_atom, const schemas::published_event& ev) {
         auto& st = self->state;
         const bool requested = self->current_mailbox_element()->mid.is_request();
-        st.log->events.push_back({id, json::from_msgpack(ev), ev, terminal, true, requested});
+        st.log->events.push_back({ev.job_id(), json::from_msgpack(ev.wire), ev.wire, ev.terminal(), true, requested});
         if (requested && st.log->hold) {
           st.held.push_back(self->make_response_promise());
           st.log->held = st.held.size();
         }
       },
-      [self](actors::p_event_atom, const std::string& id, const schemas::wire_bytes& ev) {
-        self->state.log->events.push_back({id, json::from_msgpack(ev), ev, false, false, false});
+      [self](actors::p_refusal_atom, const schemas::published_event& ev) {
+        self->state.log->events.push_back({ev.job_id(), json::from_msgpack(ev.wire), ev.wire, false, false, false});
       },
       // An accepted job: its `accepted` event, logged (the real publisher stores the request
       // with it when the journal is on; this one keeps the request for the test).
-      [self](actors::p_accept_atom, const std::string& id, const schemas::wire_bytes& request, double,
-             const schemas::wire_bytes& ev) {
+      [self](actors::p_accept_atom, const schemas::wire_bytes& request, double, const schemas::published_event& ev) {
         auto& st = self->state;
-        st.log->requests[id] = request;
-        st.log->events.push_back({id, json::from_msgpack(ev), ev, false, true, true});
+        st.log->requests[ev.job_id()] = request;
+        st.log->events.push_back({ev.job_id(), json::from_msgpack(ev.wire), ev.wire, ev.terminal(), true, true});
         if (st.log->hold_accepts) {  // as a journal commit that takes long
           st.held.push_back(self->make_response_promise());
           st.log->held = st.held.size();

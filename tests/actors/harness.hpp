@@ -64,8 +64,8 @@ struct published {
   std::string job_id;
   json event;
   schemas::wire_bytes bytes;  ///< as received (fetch replays them)
-  bool terminal = false;
-  bool logged = true;      ///< false: the two-argument p_event (a PUSHed job's rejection)
+  bool terminal = false;   ///< the typed event's verdict (checked against its encoded kind)
+  bool logged = true;      ///< false: p_refusal (a PUSHed job's rejection)
   bool requested = false;  ///< arrived as a (delegated) request whose reply acknowledges it
 };
 
@@ -152,7 +152,7 @@ public:
 private:
   class recording_channel final : public transport::reply_channel {
   public:
-    void reply(uint64_t tag, schemas::wire_bytes bytes) override { got.emplace_back(tag, std::move(bytes)); }
+    void reply(uint64_t tag, schemas::reply r) override { got.emplace_back(tag, schemas::encode(r)); }
     std::vector<std::pair<uint64_t, schemas::wire_bytes>> got;
   };
   recording_channel channel_;

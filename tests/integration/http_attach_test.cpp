@@ -20,36 +20,35 @@ namespace {
 using json = nlohmann::json;
 
 // Answers as the runtime does while the first request's job waits for its commit, and once the
-// status is asked, lets the job's events go out (through the publisher's tap).
+// status is asked, lets the job's events go out (as the publisher hands them to its sinks).
 class committing_sink final : public transport::request_sink {
 public:
   explicit committing_sink(transport::http_intake& in, std::string job_state) : in_(in), state_(std::move(job_state)) {}
-  void deliver(transport::reply_to to, schemas::decode_result request) override {
+  void deliver(transport::reply_to to, schemas::decode_result request, std::optional<schemas::resume_point>) override {
     std::lock_guard lk(mu_);
     if (auto* s = std::get_if<schemas::submit_request>(&request)) {
       ops.push_back("submit");
-      to.send(schemas::encode(schemas::error_reply{s->id, schemas::error_code::duplicate, "job '" + s->id + "' is already running", {}}));
+      to.send(schemas::error_reply{s->id, schemas::error_code::duplicate, "job '" + s->id + "' is already running", {}});
     } else if (auto* f = std::get_if<schemas::fetch_request>(&request)) {
       ops.push_back("fetch");
-      to.send(schemas::encode(schemas::error_reply{f->id, schemas::error_code::not_found, "no job '" + f->id + "'", {}}));
+      to.send(schemas::error_reply{f->id, schemas::error_code::not_found, "no job '" + f->id + "'", {}});
     } else if (auto* st = std::get_if<schemas::status_request>(&request)) {
       ops.push_back("status");
       schemas::status_reply r;
       r.id = st->id;
       r.state = state_ == "running" ? job_state::running : job_state::finished;
-      to.send(schemas::encode(r));
+      to.send(r);
       if (state_ != "running") return;
       // The commit lands: the job's events go out.
-      in_.on_event(st->id, schemas::encode(schemas::accepted_event{st->id, 0}));
+      in_.on_event(schemas::published_event(schemas::accepted_event{st->id, 0}));
       schemas::tokens_event t;
       t.id = st->id, t.seq = 1, t.token_ids = {7, 8}, t.text = "Paris.";
-      in_.on_event(st->id, schemas::encode(t));
+      in_.on_event(schemas::published_event(t));
       schemas::done_event d;
       d.id = st->id, d.seq = 2, d.reason = finish_reason::length, d.text = "Paris.", d.usage = {5, 2, 0};
-      in_.on_event(st->id, schemas::encode(d));
+      in_.on_event(schemas::published_event(d));
     }
   }
-  void deliver_resumed(schemas::submit_request, transport::resume_point) override {}
   std::vector<std::string> ops;
 
 private:
@@ -80,9 +79,9 @@ transport::http_config config() {
 BOOST_AUTO_TEST_SUITE(http_attach)
 
 BOOST_AUTO_TEST_CASE(a_retry_during_the_first_commit_attaches_live) {
-  transport::http_intake in(config(), [](token_id t) { return std::string(1, static_cast<char>('a' + t)); });
+  transport::http_intake in(config());
   committing_sink sink(in, "running");
-  in.start(sink);
+  in.start({&sink, [](token_id t) { return std::string(1, static_cast<char>('a' + t)); }, {}, {}});
   int status = 0;
   const json body = post(in.port(), "dup-1", status);
   in.stop();
@@ -93,9 +92,9 @@ BOOST_AUTO_TEST_CASE(a_retry_during_the_first_commit_attaches_live) {
 
 // A job the table remembers as ended whose events are gone: 409, as documented.
 BOOST_AUTO_TEST_CASE(an_ended_job_without_events_is_409) {
-  transport::http_intake in(config(), [](token_id) { return std::string(); });
+  transport::http_intake in(config());
   committing_sink sink(in, "finished");
-  in.start(sink);
+  in.start({&sink, [](token_id) { return std::string(); }, {}, {}});
   int status = 0;
   const json body = post(in.port(), "gone-1", status);
   in.stop();

@@ -250,19 +250,18 @@ private:
         on_fetch_reply(i, rep, now);
         continue;
       }
-      if (rep && (rep->ok || rep->error_code == "duplicate")) {
+      if (rep && (rep->ok || rep->code == conveyor::error_code::duplicate)) {
         j.replied = true;
-      } else if (rep && rep->error_code == "overloaded" && o_.retry_overloaded) {
+      } else if (rep && rep->code == conveyor::error_code::overloaded && o_.retry_overloaded) {
         j.retry_at_s = now + j.backoff_s;
         j.backoff_s = std::min(1.0, j.backoff_s * 2);
         retries.push_back(i);
       } else if (!j.ended) {
-        const std::string code = rep ? rep->error_code : "malformed_reply";
-        if (code == "overloaded") {
+        if (rep && rep->code == conveyor::error_code::overloaded) {
           ++r_.rejected;
         } else {
           ++r_.failed;
-          ++r_.error_codes[code];
+          ++r_.error_codes[rep ? rep->error_code : "malformed_reply"];
         }
         end(i, now);
       }

@@ -170,7 +170,11 @@ std::optional<reply_view> decoder::reply(const void* data, size_t size) {
         r.complete = v.via.boolean;
       } else if (key == "error" && v.type == msgpack::type::MAP) {
         for_each_pair(v, [&](std::string_view k, const msgpack::object& e) {
-          if (k == "code") r.error_code = str_of(e);
+          if (k != "code") return;
+          r.error_code = str_of(e);
+          for (auto c : {error_code::bad_request, error_code::too_long, error_code::overloaded, error_code::duplicate,
+                         error_code::not_found, error_code::shutting_down, error_code::internal})
+            if (r.error_code == to_string(c)) r.code = c;
         });
       } else if (key == "events" && v.type == msgpack::type::ARRAY) {
         for (uint32_t i = 0; i < v.via.array.size; ++i)

@@ -12,6 +12,7 @@
 
 #include <msgpack.hpp>
 
+#include "engine/job_types.hpp"
 #include "tools/bench/workload.hpp"
 
 namespace conveyor::bench {
@@ -48,7 +49,8 @@ struct event_view {
 struct reply_view {
   bool ok = false;
   std::string id;
-  std::string error_code;
+  std::string error_code;  ///< the wire name, as the report counts it
+  std::optional<conveyor::error_code> code;  ///< the same, when it is one this build knows
   /// health: model; fetch: events and complete.
   std::string model;
   std::vector<event_view> events;

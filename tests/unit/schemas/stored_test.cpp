@@ -80,37 +80,47 @@ BOOST_AUTO_TEST_CASE(text_and_token_prompts_and_defaults_round_trip) {
   BOOST_TEST((std::get<std::vector<token_id>>(d.input) == std::vector<token_id>{1, 2, 300}));
 }
 
-BOOST_AUTO_TEST_CASE(each_event_kind_is_summarized) {
-  auto a = summarize_event(encode(accepted_event{"j", 0}));
+BOOST_AUTO_TEST_CASE(each_event_kind_decodes_to_its_type) {
+  auto a = decode_event(encode(accepted_event{"j", 0}));
   BOOST_TEST_REQUIRE(a.has_value());
-  BOOST_TEST(a->kind == "accepted");
-  BOOST_TEST(!a->terminal());
+  BOOST_TEST(std::holds_alternative<accepted_event>(*a));
+  BOOST_TEST(job_id_of(*a) == "j");
+  BOOST_TEST(!is_terminal(*a));
   tokens_event t;
   t.id = "j";
   t.seq = 4;
   t.token_ids = {7, 8, 9};
   t.text = "abc";
-  auto ts = summarize_event(encode(t));
+  auto ts = decode_event(encode(t));
   BOOST_TEST_REQUIRE(ts.has_value());
-  BOOST_TEST(ts->seq == 4u);
-  BOOST_TEST((ts->token_ids == std::vector<token_id>{7, 8, 9}));
+  BOOST_TEST(seq_of(*ts) == 4u);
+  BOOST_TEST((std::get<tokens_event>(*ts).token_ids == std::vector<token_id>{7, 8, 9}));
+  BOOST_TEST(!std::get<tokens_event>(*ts).logprobs.has_value());
   done_event d;
   d.id = "j";
   d.seq = 5;
   d.reason = finish_reason::cancelled;
-  d.usage = {12, 3, 0};
-  auto ds = summarize_event(encode(d));
+  d.usage = {12, 3, 1};
+  d.timing = {1.5, std::nullopt, 9.25};
+  auto ds = decode_event(encode(d));
   BOOST_TEST_REQUIRE(ds.has_value());
-  BOOST_TEST(ds->terminal());
-  BOOST_TEST((ds->reason == finish_reason::cancelled));
-  BOOST_TEST(ds->prompt_tokens == 12);
-  BOOST_TEST(ds->completion_tokens == 3);
+  BOOST_TEST(is_terminal(*ds));
+  const auto& dd = std::get<done_event>(*ds);
+  BOOST_TEST((dd.reason == finish_reason::cancelled));
+  BOOST_TEST(dd.usage.prompt_tokens == 12);
+  BOOST_TEST(dd.usage.completion_tokens == 3);
+  BOOST_TEST(dd.usage.cached_tokens == 1);
+  BOOST_TEST(dd.timing.queue_ms == 1.5);
+  BOOST_TEST(!dd.timing.ttft_ms.has_value());
+  BOOST_TEST(dd.timing.e2e_ms == 9.25);
   error_event e;
   e.id = "j";
-  auto es = summarize_event(encode(e));
+  auto es = decode_event(encode(e));
   BOOST_TEST_REQUIRE(es.has_value());
-  BOOST_TEST(es->kind == "error");
-  BOOST_TEST(es->terminal());
+  BOOST_TEST(std::holds_alternative<error_event>(*es));
+  BOOST_TEST(is_terminal(*es));
+  // Encoding a decoded event gives the same bytes.
+  for (const job_event& ev : {*a, *ts, *ds, *es}) BOOST_TEST(encode(*decode_event(encode(ev))) == encode(ev));
 }
 
 BOOST_AUTO_TEST_CASE(top_logprobs_and_response_formats_round_trip) {
@@ -139,40 +149,34 @@ BOOST_AUTO_TEST_CASE(events_carry_text_logprobs_alternatives_and_errors) {
   t.text = "ab";
   t.logprobs = std::vector<float>{-0.5f, -0.25f};
   t.top_logprobs = std::vector<std::vector<conveyor::token_logprob>>{{{7, -0.5f}, {3, -1.5f}}, {{8, -0.25f}}};
-  auto ts = summarize_event(encode(t));
-  BOOST_TEST_REQUIRE(ts.has_value());
-  BOOST_TEST(ts->text == "ab");
-  BOOST_TEST((ts->logprobs == std::vector<float>{-0.5f, -0.25f}));
-  BOOST_TEST_REQUIRE(ts->top_logprobs.size() == 2u);
-  BOOST_TEST(ts->top_logprobs[0].size() == 2u);
-  BOOST_TEST(ts->top_logprobs[0][1].token == 3);
-  BOOST_TEST(ts->top_logprobs[0][1].logprob == -1.5f);
+  auto decoded = decode_event(encode(t));
+  BOOST_TEST_REQUIRE(decoded.has_value());
+  const auto& ts = std::get<tokens_event>(*decoded);
+  BOOST_TEST(ts.text == "ab");
+  BOOST_TEST((*ts.logprobs == std::vector<float>{-0.5f, -0.25f}));
+  BOOST_TEST_REQUIRE(ts.top_logprobs->size() == 2u);
+  BOOST_TEST((*ts.top_logprobs)[0].size() == 2u);
+  BOOST_TEST((*ts.top_logprobs)[0][1].token == 3);
+  BOOST_TEST((*ts.top_logprobs)[0][1].logprob == -1.5f);
   error_event e;
   e.id = "j";
   e.code = error_code::overloaded;
   e.message = "full";
-  auto es = summarize_event(encode(e));
+  auto es = decode_event(encode(e));
   BOOST_TEST_REQUIRE(es.has_value());
-  BOOST_TEST(es->error_code == "overloaded");
-  BOOST_TEST(es->message == "full");
-  // A fetch reply holds the events as they were encoded.
-  const wire_bytes a = encode(accepted_event{"j", 0}), b = encode(t);
-  fetch_reply f{"j", {std::span<const uint8_t>(a), std::span<const uint8_t>(b)}, false};
-  auto fs = summarize_fetch_reply(encode(f));
-  BOOST_TEST_REQUIRE(fs.has_value());
-  BOOST_TEST(fs->events.size() == 2u);
-  BOOST_TEST(fs->events[1].text == "ab");
-  BOOST_TEST(!fs->complete);
-  BOOST_TEST(!summarize_fetch_reply(encode(error_reply{"j", error_code::not_found, "gone", ""})).has_value());
+  BOOST_TEST((std::get<error_event>(*es).code == error_code::overloaded));
+  BOOST_TEST(std::get<error_event>(*es).message == "full");
 }
 
-BOOST_AUTO_TEST_CASE(corrupt_bytes_summarize_to_nothing) {
-  BOOST_TEST(!summarize_event(std::vector<uint8_t>{}).has_value());
-  BOOST_TEST(!summarize_event(std::vector<uint8_t>{0xc1}).has_value());
-  BOOST_TEST(!summarize_event(std::vector<uint8_t>{0x93, 1, 2, 3}).has_value());  // an array
+BOOST_AUTO_TEST_CASE(corrupt_bytes_and_other_maps_decode_to_nothing) {
+  BOOST_TEST(!decode_event(std::vector<uint8_t>{}).has_value());
+  BOOST_TEST(!decode_event(std::vector<uint8_t>{0xc1}).has_value());
+  BOOST_TEST(!decode_event(std::vector<uint8_t>{0x93, 1, 2, 3}).has_value());  // an array
   wire_bytes b = encode(accepted_event{"j", 0});
   b.resize(b.size() / 2);
-  BOOST_TEST(!summarize_event(b).has_value());
+  BOOST_TEST(!decode_event(b).has_value());
+  BOOST_TEST(!decode_event(encode(heartbeat_event{})).has_value());  // no job event
+  BOOST_TEST(!decode_event(encode(error_reply{"j", error_code::not_found, "gone", ""})).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
