@@ -16,20 +16,6 @@ namespace {
 
 constexpr int32_t kBlocks = 256, kBlockSize = 4, kMaxModelLen = 256;
 
-// 256 byte tokens (id = byte value) and <|endoftext|> (id 256, EOS).
-model::tokenizer make_tokenizer() {
-  model::vocab_data v;
-  v.pre = "smollm";
-  for (int b = 0; b < 256; ++b) {
-    v.tokens.emplace_back(model::byte_to_unicode(static_cast<uint8_t>(b)));
-    v.token_types.push_back(static_cast<int32_t>(model::token_kind::normal));
-  }
-  v.tokens.emplace_back("<|endoftext|>");
-  v.token_types.push_back(static_cast<int32_t>(model::token_kind::control));
-  v.eos = 256;
-  return model::tokenizer(std::move(v));
-}
-
 executor_info make_info() {
   executor_info i;
   i.num_kv_blocks = kBlocks;
@@ -112,6 +98,21 @@ fake_publisher::behavior_type fake_publisher_impl(fake_publisher::stateful_point
 
 } // namespace
 
+// 256 byte tokens (id = byte value) and <|endoftext|> (id 256, EOS).
+model::tokenizer make_byte_tokenizer() {
+  model::vocab_data v;
+  v.pre = "smollm";
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.emplace_back(model::byte_to_unicode(static_cast<uint8_t>(b)));
+    v.token_types.push_back(static_cast<int32_t>(model::token_kind::normal));
+  }
+  v.tokens.emplace_back("<|endoftext|>");
+  v.token_types.push_back(static_cast<int32_t>(model::token_kind::control));
+  v.eos = 256;
+  return model::tokenizer(std::move(v));
+}
+
+
 step_result scripted_executor::step(const step_plan& plan) {
   ++steps;
   if (fail_next) {
@@ -148,7 +149,7 @@ schemas::submit_request make_job(const std::string& id, int32_t max_tokens, std:
 }
 
 harness::harness(harness_options o)
-    : tok(make_tokenizer()), ex(std::make_shared<scripted_executor>(make_info())), sys(testing(cfg_)),
+    : tok(make_byte_tokenizer()), ex(std::make_shared<scripted_executor>(make_info())), sys(testing(cfg_)),
       sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
   actors::scheduler_actor_config sc;
   sc.sched.max_num_seqs = o.max_num_seqs;

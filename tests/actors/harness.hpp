@@ -54,6 +54,9 @@ private:
   executor_info info_;
 };
 
+/// 256 byte tokens (id = byte value) and <|endoftext|> (id 256, EOS).
+model::tokenizer make_byte_tokenizer();
+
 /// The fake publisher: publisher_actor's interface plus a message that releases the held
 /// acknowledgements.
 using t_release_atom = caf::atom_constant<caf::atom("t_release")>;
