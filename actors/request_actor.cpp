@@ -5,7 +5,7 @@
 #include <random>
 #include <utility>
 
-#include "model/text_stream.hpp"
+#include "model/text/text_stream.hpp"
 #include "schemas/events.hpp"
 #include "schemas/replies.hpp"
 #include "schemas/stored.hpp"
