@@ -11,9 +11,9 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
-#include "model/chat_template.hpp"
-#include "model/grammar.hpp"
-#include "model/tokenizer.hpp"
+#include "model/text/chat_template.hpp"
+#include "model/text/grammar.hpp"
+#include "model/text/tokenizer.hpp"
 #include "schemas/replay.hpp"
 #include "schemas/requests.hpp"
 

@@ -1,7 +1,7 @@
 // Pure interface. A constraint on what a sequence may generate (structured outputs: a JSON
 // schema, a regex, a grammar). The engine asks it for the tokens allowed next when it plans a
 // step that samples the sequence, and tells it each token drawn; the grammar engine behind it
-// lives outside engine/ (model/grammar.cpp, XGrammar). Used by one thread at a time.
+// lives outside engine/ (model/text/grammar.cpp, XGrammar). Used by one thread at a time.
 #pragma once
 
 #include <cstdint>

@@ -9,9 +9,9 @@
 
 #include "engine/plan_check.hpp"
 #include "gpu/check.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/gguf.hpp"
-#include "model/llama_weights.hpp"
+#include "model/cpu/cpu_ops.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/tensor_load.hpp"
 
 namespace conveyor::gpu {
 namespace {

@@ -1,5 +1,5 @@
 // The CUDA executor: one fused forward step over the flattened tokens of every scheduled
-// sequence, with the CPU executor's semantics (model/cpu_executor.hpp) and bf16 weights. Per
+// sequence, with the CPU executor's semantics (model/cpu/cpu_executor.hpp) and bf16 weights. Per
 // layer: RMSNorm -> QKV GEMM -> QKV bias, q/k head norms, RoPE + KV write (one kernel; the bias
 // and norms as the arch asks: llama, qwen2, qwen3) -> paged attention -> O GEMM added into the
 // residual stream -> RMSNorm -> gate/up GEMM -> SwiGLU -> down GEMM added into the residual
@@ -26,8 +26,8 @@
 #include "gpu/gemm.hpp"
 #include "gpu/step_meta.hpp"
 #include "gpu/weights.hpp"
-#include "model/llama_config.hpp"
-#include "model/sampler.hpp"
+#include "model/cpu/sampler.hpp"
+#include "model/formats/llama_config.hpp"
 
 namespace conveyor::gpu {
 

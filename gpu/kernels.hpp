@@ -20,7 +20,7 @@ struct alignas(16) bf16x8 {
 };
 
 /// How one sampled row draws its token (engine/sampling_params.hpp, plus the position that keys
-/// the counter-based coin of model/sampler.cpp).
+/// the counter-based coin of model/cpu/sampler.cpp).
 struct sample_param {
   float temperature = 0.0f;  ///< 0: greedy
   float top_p = 1.0f;
@@ -65,7 +65,7 @@ void launch_rmsnorm(float* x, const float* delta, const int32_t* rows, const flo
                     int32_t d, float eps, cudaStream_t stream);
 
 /// What rope_kv_write does to one layer's Q and K besides writing them (the per-arch switches of
-/// model/llama_config.hpp), in this order: bias, per-head RMSNorm, rotation.
+/// model/formats/llama_config.hpp), in this order: bias, per-head RMSNorm, rotation.
 struct rope_kv_args {
   int32_t n_rot = 0;              ///< dims rotated at the start of each head (even)
   bool neox = false;              ///< pairs (i, i + n_rot/2) (qwen2/3) instead of (2i, 2i+1) (llama)
@@ -153,7 +153,7 @@ void launch_attention(const step_meta& m, const bf16* q, const bf16* k_cache, co
 // swiglu.cu: gu (T, 2 ff) bf16 = [gate | up] -> out (T, ff) bf16 = silu(gate) * up.
 void launch_swiglu(const bf16* gu, bf16* out, int32_t T, int32_t ff, cudaStream_t stream);
 
-// sampling.cu: one token per row of logits (n_rows, vocab) f32, with model/sampler.cpp's
+// sampling.cu: one token per row of logits (n_rows, vocab) f32, with model/cpu/sampler.cpp's
 // semantics and coin; ids and log-probabilities (of the raw softmax) out.
 void launch_sample(const float* logits, int32_t n_rows, int32_t vocab, const sample_param* params, int32_t* out_ids,
                    float* out_logprobs, cudaStream_t stream);

@@ -1,6 +1,6 @@
 // RMSNorm with the residual add fused in front of it: x += delta (the previous projection's
 // output), then a bf16 normalized copy for the next GEMM. The sum of squares is accumulated in
-// double, as model/cpu_ops.cpp (and ggml's CPU backend) do.
+// double, as model/cpu/cpu_ops.cpp (and ggml's CPU backend) do.
 #include "gpu/check.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/launch.hpp"

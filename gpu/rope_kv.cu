@@ -2,7 +2,7 @@
 // RMSNorm over each head of Q and K (qwen3), RoPE in either pairing (adjacent pairs "NORM", the
 // GGUF layout of Llama weights; halves "NEOX", Qwen's; model-format.md §3), and the write of K and
 // V into their paged cache slots. The (cos, sin) table is computed once on the host with
-// model/cpu_ops.cpp's rope_angles (rope_freqs divisors and linear scaling included), so angles
+// model/cpu/cpu_ops.cpp's rope_angles (rope_freqs divisors and linear scaling included), so angles
 // match the CPU bit for bit; the head norm sums squares in double, as the CPU's rms_norm does.
 #include <algorithm>
 

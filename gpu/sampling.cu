@@ -1,4 +1,4 @@
-// Sampling on the device with model/sampler.cpp's semantics: greedy (ties to the lowest id), or
+// Sampling on the device with model/cpu/sampler.cpp's semantics: greedy (ties to the lowest id), or
 // temperature -> top-k -> top-p -> min-p -> one draw with sample_coin(seed, position) (the same
 // splitmix64 counter-based coin, bit for bit). One CTA per row.
 //

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "gpu/check.hpp"
-#include "model/dequant.hpp"
-#include "model/gguf.hpp"
-#include "model/llama_weights.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/tensor_load.hpp"
 
 namespace conveyor::gpu {
 namespace {

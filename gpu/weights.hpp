@@ -1,5 +1,5 @@
 // The model's weights on the device: matrices in bf16 stacked for one GEMM per projection (as
-// model/llama_weights.hpp stacks them on the CPU), norms in f32. Either uploaded from a GGUF
+// model/cpu/llama_weights.hpp stacks them on the CPU), norms in f32. Either uploaded from a GGUF
 // (dequantized to f32 on the host by model/, rounded to bf16, copied tensor by tensor) or
 // seeded random values generated on the device (dummy weights for speed runs).
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "gpu/arena.hpp"
 #include "gpu/kernels.hpp"
-#include "model/llama_config.hpp"
+#include "model/formats/llama_config.hpp"
 
 namespace conveyor::model {
 class gguf_file;

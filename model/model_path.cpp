@@ -5,8 +5,9 @@
 #include <filesystem>
 #include <map>
 
-#include "model/hf_folder.hpp"
-#include "model/llama_config.hpp"
+#include "model/formats/hf_folder.hpp"
+#include "model/formats/llama_config.hpp"
+#include "model/text/hf_tokenizer.hpp"
 
 namespace conveyor::model {
 namespace {
@@ -44,7 +45,7 @@ std::string resolve_model(const std::string& name_or_path) {
 
 gguf_file open_model(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return open_hf_folder(path);
+  if (std::filesystem::is_directory(path, ec)) return open_hf_folder(path, add_hf_tokenizer);
   return gguf_file::open(path);
 }
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/gguf.hpp"
+#include "model/formats/gguf.hpp"
 
 namespace conveyor::model {
 
@@ -17,7 +17,7 @@ std::string models_dir();
 std::string resolve_model(const std::string& name_or_path);
 
 /// Opens what resolve_model() returned: a directory as a Hugging Face folder
-/// (model/hf_folder.hpp), anything else as a GGUF file. Throws gguf_error, model_error or
+/// (model/formats/hf_folder.hpp), anything else as a GGUF file. Throws gguf_error, model_error or
 /// tokenizer_error, each one line naming the file and the problem.
 gguf_file open_model(const std::string& path);
 

@@ -9,12 +9,12 @@
 #include <random>
 
 #include "gpu/factory.hpp"
-#include "model/chat_template.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/text/chat_template.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
-#include "model/weight_check.hpp"
-#include "model/tokenizer.hpp"
+#include "model/formats/weight_check.hpp"
+#include "model/text/tokenizer.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {

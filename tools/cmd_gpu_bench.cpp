@@ -20,7 +20,7 @@
 #include "engine/scheduler.hpp"
 #include "engine/sim/workload.hpp"
 #include "gpu/factory.hpp"
-#include "model/llama_config.hpp"
+#include "model/formats/llama_config.hpp"
 #include "tools/commands.hpp"
 #include "tools/step_timing.hpp"
 

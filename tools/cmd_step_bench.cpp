@@ -9,8 +9,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
 #include "tools/commands.hpp"
 #include "tools/step_timing.hpp"

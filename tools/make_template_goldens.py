@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden chat-template renderings for conveyor's model/chat_template.cpp, produced by llama.cpp.
+"""Golden chat-template renderings for conveyor's model/text/chat_template.cpp, produced by llama.cpp.
 
 For each template (files from the pinned llama.cpp source's models/templates/, plus SmolLM2's own
 template read from its GGUF) this starts llama.cpp's llama-server with

@@ -9,7 +9,7 @@
 #include <toml++/toml.h>
 
 #include "engine/sim/cost_model.hpp"
-#include "model/cpu_cores.hpp"
+#include "model/cpu/cpu_cores.hpp"
 #include "transport/api_keys.hpp"
 
 namespace conveyor::tools {

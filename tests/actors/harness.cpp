@@ -9,7 +9,7 @@
 
 #include "actors/executor_actor.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "model/unicode_bytes.hpp"
+#include "model/text/unicode_bytes.hpp"
 
 namespace conveyor::actor_test {
 namespace {

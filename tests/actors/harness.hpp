@@ -26,7 +26,7 @@
 #include "actors/metrics.hpp"
 #include "actors/runtime_control.hpp"
 #include "engine/executor.hpp"
-#include "model/tokenizer.hpp"
+#include "model/text/tokenizer.hpp"
 
 namespace conveyor::actor_test {
 

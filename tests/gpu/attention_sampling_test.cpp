@@ -10,7 +10,7 @@
 
 #include "gpu/step_meta.hpp"
 #include "gpu_support.hpp"
-#include "model/sampler.hpp"
+#include "model/cpu/sampler.hpp"
 
 namespace conveyor::gpu::testing {
 namespace {

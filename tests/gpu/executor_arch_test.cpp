@@ -1,4 +1,4 @@
-// The CUDA executor on every architecture switch of model/llama_config.hpp, each against the CPU
+// The CUDA executor on every architecture switch of model/formats/llama_config.hpp, each against the CPU
 // executor on a tiny random model (lockstep.hpp: logits of every sampled row within 3e-2, the
 // GPU's token equal to model::sample_token on its own logits, graphs and eager): qwen2 (QKV bias,
 // NEOX pairs), qwen3 (q/k head norms, head_dim != n_embd / n_head), linear RoPE scaling on top of
@@ -10,7 +10,7 @@
 #include "gpu/cuda_executor.hpp"
 #include "gpu_support.hpp"
 #include "lockstep.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

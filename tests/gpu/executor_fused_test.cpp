@@ -10,7 +10,7 @@
 #include "gpu/cuda_executor.hpp"
 #include "gpu_support.hpp"
 #include "lockstep.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

@@ -11,8 +11,8 @@
 #include "gpu/cuda_executor.hpp"
 #include "gpu_support.hpp"
 #include "lockstep.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

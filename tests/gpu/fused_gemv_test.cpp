@@ -1,4 +1,4 @@
-// The fused decode GEMVs (gpu/fused_gemv.cu) against a host reference built from model/cpu_ops
+// The fused decode GEMVs (gpu/fused_gemv.cu) against a host reference built from model/cpu/cpu_ops
 // (the CPU executor's own functions): RMSNorm of the step's rows rounded to bf16 (the GEMM input
 // of the cuBLASLt path), products in double, then bias, RoPE and the K/V cache slots, or SwiGLU.
 // Every row count the kernels take (T = 1..kFusedMaxRows), each arch switch (bias, NEOX pairs,
@@ -11,8 +11,8 @@
 
 #include "gpu/step_meta.hpp"
 #include "gpu_support.hpp"
-#include "model/cpu_ops.hpp"
-#include "model/dequant.hpp"
+#include "model/cpu/cpu_ops.hpp"
+#include "model/formats/dequant.hpp"
 
 namespace conveyor::gpu::testing {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "gpu/device.hpp"
-#include "model/dequant.hpp"
+#include "model/formats/dequant.hpp"
 
 namespace conveyor::gpu::testing {
 

@@ -8,7 +8,7 @@
 
 #include "gpu/gemm.hpp"
 #include "gpu_support.hpp"
-#include "model/cpu_ops.hpp"
+#include "model/cpu/cpu_ops.hpp"
 
 namespace conveyor::gpu::testing {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "gpu_support.hpp"
-#include "model/sampler.hpp"
+#include "model/cpu/sampler.hpp"
 
 namespace conveyor::gpu::testing {
 

@@ -9,7 +9,7 @@
 #include "engine/sampling_params.hpp"
 #include "engine/step.hpp"
 #include "gpu/cuda_executor.hpp"
-#include "model/cpu_executor.hpp"
+#include "model/cpu/cpu_executor.hpp"
 
 namespace conveyor::gpu::testing {
 

@@ -1,5 +1,5 @@
 // The fused QKV-bias / q-k head norm / RoPE / KV-write kernel against a host reference built from
-// model/cpu_ops (the CPU executor's own functions), for both pairings (adjacent "NORM", halves
+// model/cpu/cpu_ops (the CPU executor's own functions), for both pairings (adjacent "NORM", halves
 // "NEOX"), partial rotation, linear frequency scaling, and head dims that fill one, two and four
 // pairs per lane; outputs poisoned (NaN) before every run.
 #include <boost/test/unit_test.hpp>
@@ -8,7 +8,7 @@
 
 #include "gpu/step_meta.hpp"
 #include "gpu_support.hpp"
-#include "model/cpu_ops.hpp"
+#include "model/cpu/cpu_ops.hpp"
 
 namespace conveyor::gpu::testing {
 namespace {

@@ -6,8 +6,8 @@
 #include "gpu/cuda_executor.hpp"
 #include "gpu_support.hpp"
 #include "lockstep.hpp"
-#include "model/gguf.hpp"
-#include "model/sampler.hpp"
+#include "model/cpu/sampler.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <zmq.hpp>
 
-#include "model/gguf_writer.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "tiny_model.hpp"
 
 namespace conveyor::testing {

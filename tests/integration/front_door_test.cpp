@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zmq_addon.hpp>
 
-#include "model/unicode_bytes.hpp"
+#include "model/text/unicode_bytes.hpp"
 #include "server_fixture.hpp"
 
 namespace conveyor::testing {

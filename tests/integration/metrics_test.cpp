@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model/gguf_writer.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "server_fixture.hpp"
 #include "tiny_model.hpp"
 #include "transport/sockets.hpp"

@@ -6,7 +6,7 @@
 #include <zmq_addon.hpp>
 
 #include "engine/null_executor.hpp"
-#include "model/cpu_executor.hpp"
+#include "model/cpu/cpu_executor.hpp"
 #include "model/model_path.hpp"
 
 namespace conveyor::testing {

@@ -10,8 +10,8 @@
 #include <zmq.hpp>
 
 #include "actors/runtime.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/text/tokenizer.hpp"
 
 namespace conveyor::testing {
 

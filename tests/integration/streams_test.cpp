@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "model/cpu_executor.hpp"
+#include "model/cpu/cpu_executor.hpp"
 #include "server_fixture.hpp"
 
 namespace conveyor::testing {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.hpp"
-#include "model/grammar.hpp"
+#include "model/cpu/sampler.hpp"
+#include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
-#include "model/sampler.hpp"
+#include "model/text/grammar.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;

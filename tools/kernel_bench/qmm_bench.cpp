@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "model/dequant.hpp"
-#include "model/qmm.hpp"
+#include "model/cpu/qmm.hpp"
+#include "model/formats/dequant.hpp"
 
 using namespace conveyor::model;
 

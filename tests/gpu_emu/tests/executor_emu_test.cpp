@@ -8,7 +8,7 @@
 
 #include "gpu/cuda_executor.hpp"
 #include "lockstep.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

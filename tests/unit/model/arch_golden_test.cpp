@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 
 namespace conveyor::model {

@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "greedy_driver.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/text/tokenizer.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

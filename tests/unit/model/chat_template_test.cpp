@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "model/chat_template.hpp"
+#include "model/text/chat_template.hpp"
 
 using namespace conveyor::model;
 using json = nlohmann::json;

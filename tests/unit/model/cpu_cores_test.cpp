@@ -6,8 +6,8 @@
 #include <sched.h>
 #include <thread>
 
-#include "model/cpu_cores.hpp"
-#include "model/qgemv_pool.hpp"
+#include "model/cpu/cpu_cores.hpp"
+#include "model/cpu/qgemv_pool.hpp"
 
 using conveyor::model::cgroup_quota_cores;
 using conveyor::model::usable_cores;

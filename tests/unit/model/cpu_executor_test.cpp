@@ -3,8 +3,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "greedy_driver.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "reference_forward.hpp"
 #include "tiny_model.hpp"

@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #endif
 
-#include "model/dequant.hpp"
+#include "model/formats/dequant.hpp"
 #include "tiny_model.hpp"
 
 using namespace conveyor::model;

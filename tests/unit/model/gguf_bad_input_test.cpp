@@ -8,8 +8,8 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "tiny_model.hpp"
 
 namespace fs = std::filesystem;

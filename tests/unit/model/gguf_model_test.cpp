@@ -8,8 +8,8 @@
 #include <map>
 #include <unistd.h>
 
-#include "model/dequant.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf.hpp"
 #include "tiny_model.hpp"
 
 namespace fs = std::filesystem;

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "model/dequant.hpp"
-#include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/gguf_writer.hpp"
 #include "tiny_model.hpp"
 
 namespace fs = std::filesystem;

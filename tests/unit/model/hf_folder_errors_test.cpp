@@ -10,12 +10,12 @@
 #include <functional>
 
 #include "hf_test_files.hpp"
-#include "model/gguf.hpp"
-#include "model/hf_folder.hpp"
-#include "model/llama_config.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/hf_folder.hpp"
+#include "model/formats/llama_config.hpp"
+#include "model/formats/safetensors.hpp"
 #include "model/model_path.hpp"
-#include "model/safetensors.hpp"
-#include "model/tokenizer.hpp"
+#include "model/text/tokenizer.hpp"
 #include "model_files.hpp"
 
 namespace conveyor::model {

@@ -2,7 +2,7 @@
 // the ctest fixture arch_models): for every architecture and dtype the folder's view holds the
 // converter's tensors byte for byte, gives bit-identical logits through the CPU executor, and
 // tokenizes like the GGUF. Sharded folders and ["a", "b"] merges read the same. Mistral's
-// folders hold a SentencePiece tokenizer.model (read with libsentencepiece, model/hf_spm.cpp).
+// folders hold a SentencePiece tokenizer.model (read with libsentencepiece, model/text/hf_spm.cpp).
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -10,10 +10,10 @@
 
 #include "greedy_driver.hpp"
 #include "hf_test_files.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
-#include "model/tokenizer.hpp"
+#include "model/text/tokenizer.hpp"
 #include "model_files.hpp"
 
 namespace conveyor::model {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/safetensors.hpp"
+#include "model/formats/safetensors.hpp"
 #include "model_files.hpp"
 
 namespace conveyor::model::testing {

@@ -3,8 +3,8 @@
 // does not implement.
 #include <boost/test/unit_test.hpp>
 
-#include "model/gguf.hpp"
-#include "model/llama_config.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/llama_config.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 

@@ -16,8 +16,8 @@
 #include <random>
 #include <vector>
 
-#include "model/dequant.hpp"
-#include "model/paged_kv.hpp"
+#include "model/cpu/paged_kv.hpp"
+#include "model/formats/dequant.hpp"
 
 namespace conveyor::model {
 namespace {

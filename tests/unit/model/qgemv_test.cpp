@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "greedy_driver.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/dequant.hpp"
-#include "model/gguf.hpp"
-#include "model/qgemv.hpp"
-#include "model/qgemv_pool.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/cpu/qgemv.hpp"
+#include "model/cpu/qgemv_pool.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf.hpp"
 #include "model_files.hpp"
 #include "reference_forward.hpp"
 #include "tiny_model.hpp"

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/dequant.hpp"
-#include "model/qmm.hpp"
-#include "model/qmm_k_common.hpp"
+#include "model/cpu/qmm.hpp"
+#include "model/cpu/qmm_k_common.hpp"
+#include "model/formats/dequant.hpp"
 
 namespace conveyor::model {
 namespace {

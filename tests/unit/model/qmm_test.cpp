@@ -12,9 +12,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "model/dequant.hpp"
-#include "model/qmm.hpp"
-#include "model/qmm_kernels.hpp"
+#include "model/cpu/qmm.hpp"
+#include "model/cpu/qmm_kernels.hpp"
+#include "model/formats/dequant.hpp"
 
 namespace conveyor::model {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "model/dequant.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf.hpp"
 
 namespace conveyor::model {
 namespace {

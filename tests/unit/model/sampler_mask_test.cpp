@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-#include "model/sampler.hpp"
+#include "model/cpu/sampler.hpp"
 
 using namespace conveyor;
 using namespace conveyor::model;

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "greedy_driver.hpp"
-#include "model/cpu_executor.hpp"
-#include "model/gguf.hpp"
-#include "model/tokenizer.hpp"
+#include "model/cpu/cpu_executor.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/text/tokenizer.hpp"
 #include "model_files.hpp"
 
 namespace conveyor::model {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "model/dequant.hpp"
-#include "model/gguf_writer.hpp"
+#include "model/formats/dequant.hpp"
+#include "model/formats/gguf_writer.hpp"
 
 namespace conveyor::model {
 

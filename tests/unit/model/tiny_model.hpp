@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/ggml_type.hpp"
+#include "model/formats/ggml_type.hpp"
 
 namespace conveyor::model {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "model/dequant.hpp"
+#include "model/formats/dequant.hpp"
 #include "tiny_model.hpp"
 
 namespace conveyor::model {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
-#include "model/tokenizer.hpp"
-#include "model/unicode_bytes.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/gguf_writer.hpp"
+#include "model/text/tokenizer.hpp"
+#include "model/text/unicode_bytes.hpp"
 
 namespace fs = std::filesystem;
 using namespace conveyor::model;

@@ -10,11 +10,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "model/chat_template.hpp"
-#include "model/gguf.hpp"
+#include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
-#include "model/tokenizer.hpp"
-#include "model/unicode_bytes.hpp"  // is_valid_utf8
+#include "model/text/chat_template.hpp"
+#include "model/text/tokenizer.hpp"
+#include "model/text/unicode_bytes.hpp"  // is_valid_utf8
 
 namespace fs = std::filesystem;
 using namespace conveyor::model;

@@ -3,8 +3,8 @@
 // contractions, llama.cpp's whitespace set, and the llama3, gpt2 and default regex families.
 #include <boost/test/unit_test.hpp>
 
-#include "model/pretokenize.hpp"
-#include "model/tokenizer.hpp"
+#include "model/text/pretokenize.hpp"
+#include "model/text/tokenizer.hpp"
 
 using namespace conveyor::model;
 using pieces = std::vector<std::string>;

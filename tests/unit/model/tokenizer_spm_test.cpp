@@ -9,9 +9,9 @@
 #include <tuple>
 #include <unistd.h>
 
-#include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
-#include "model/tokenizer.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/gguf_writer.hpp"
+#include "model/text/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using namespace conveyor::model;

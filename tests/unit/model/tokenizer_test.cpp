@@ -5,9 +5,9 @@
 
 #include <random>
 
-#include "model/text_stream.hpp"
-#include "model/tokenizer.hpp"
-#include "model/unicode_bytes.hpp"
+#include "model/text/text_stream.hpp"
+#include "model/text/tokenizer.hpp"
+#include "model/text/unicode_bytes.hpp"
 
 using namespace conveyor::model;
 using conveyor::token_id;

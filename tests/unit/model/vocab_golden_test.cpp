@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/constraint.hpp"
-#include "model/gguf.hpp"
-#include "model/grammar.hpp"
-#include "model/tokenizer.hpp"
-#include "model/unicode_bytes.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/text/grammar.hpp"
+#include "model/text/tokenizer.hpp"
+#include "model/text/unicode_bytes.hpp"
 
 namespace fs = std::filesystem;
 using namespace conveyor::model;

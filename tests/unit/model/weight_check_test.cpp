@@ -9,10 +9,10 @@
 #include <limits>
 #include <unistd.h>
 
-#include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
-#include "model/llama_config.hpp"
-#include "model/weight_check.hpp"
+#include "model/formats/gguf.hpp"
+#include "model/formats/gguf_writer.hpp"
+#include "model/formats/llama_config.hpp"
+#include "model/formats/weight_check.hpp"
 
 using namespace conveyor::model;
 

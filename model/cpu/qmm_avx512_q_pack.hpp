@@ -1,0 +1,240 @@
+// Internal to model/cpu/qmm_avx512_q.cpp: the "block per lane" data layout of the AVX-512 legacy
+// qmm kernel (see that file's header comment): block geometry per type, the dword gathers, and
+// the once-per-call activation repack and per-row-tile weight unpack.
+#pragma once
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "model/cpu/qmm_kernels.hpp"
+
+#define CV_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace conveyor::model::qmm512 {
+
+constexpr int kRows = 4;    // tile rows (row block unpacked at once)
+constexpr int kToks = 2;    // tile tokens for m > 1
+constexpr int kRowsM1 = 4;  // rows per tile at m == 1
+constexpr int kChunk = 128; // tokens per pass over the weights
+
+struct blk_layout { int bytes, m, qh, qs, off; };  // byte offsets (-1: absent); off: weight centre
+template <ggml_type T> constexpr blk_layout layout() {
+  switch (T) {
+    case ggml_type::q4_0: return {18, -1, -1, 2, 8};
+    case ggml_type::q4_1: return {20, 2, -1, 4, 0};
+    case ggml_type::q5_0: return {22, -1, 2, 6, 16};
+    case ggml_type::q5_1: return {24, 2, 4, 8, 0};
+    default: return {34, -1, -1, 2, 128};  // q8_0: weights taken as w + 128
+  }
+}
+
+/// Element dword held by vector i, lane L of a group of G blocks (lane L: block L / (8 / G)).
+constexpr int d_of(int G, int i, int L) {
+  if (G == 1) return L;
+  const int h = G / 2, per = 8 / G;
+  return (i % h) * per + L % per + 4 * (i / h);
+}
+
+template <ggml_type T> constexpr bool has_min() { return layout<T>().m >= 0; }
+/// Bytes of one group in the activation buffer: G vectors, [corr], da, [s]; in the weight
+/// buffer: G vectors, dw, [mins].
+template <ggml_type T> constexpr int act_group_bytes(int G) {
+  return 32 * G + (layout<T>().off ? 32 : 0) + 32 + (has_min<T>() ? 32 : 0);
+}
+template <ggml_type T> constexpr int w_group_bytes(int G) { return 32 * G + 32 + (has_min<T>() ? 32 : 0); }
+template <ggml_type T> constexpr size_t act_bytes(int32_t nb) {
+  return static_cast<size_t>(nb / 8) * act_group_bytes<T>(8) + ((nb & 4) ? act_group_bytes<T>(4) : 0) +
+         ((nb & 2) ? act_group_bytes<T>(2) : 0) + ((nb & 1) ? act_group_bytes<T>(1) : 0);
+}
+template <ggml_type T> constexpr size_t w_bytes(int32_t nb) {
+  return static_cast<size_t>(nb / 8) * w_group_bytes<T>(8) + ((nb & 4) ? w_group_bytes<T>(4) : 0) +
+         ((nb & 2) ? w_group_bytes<T>(2) : 0) + ((nb & 1) ? w_group_bytes<T>(1) : 0);
+}
+
+CV_AVX512 inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+CV_AVX512 inline void st(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+CV_AVX512 inline __m256i ld2(const uint8_t* lo, const uint8_t* hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+}
+
+/// The G/2 vectors of a group (G >= 2) from 16-byte chunks at src + stride * c (c < G): out[p]
+/// lane L = dword p * (8 / G) + L % (8 / G) of chunk L / (8 / G).
+template <int G> CV_AVX512 inline void gather16(const uint8_t* s, size_t st_, __m256i* out) {
+  if constexpr (G == 8) {
+    const __m256i y0 = ld2(s, s + 4 * st_), y1 = ld2(s + st_, s + 5 * st_);
+    const __m256i y2 = ld2(s + 2 * st_, s + 6 * st_), y3 = ld2(s + 3 * st_, s + 7 * st_);
+    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
+    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+  } else if constexpr (G == 4) {
+    const __m256i y0 = ld2(s, s + 2 * st_), y1 = ld2(s + st_, s + 3 * st_);
+    out[0] = _mm256_unpacklo_epi64(y0, y1);
+    out[1] = _mm256_unpackhi_epi64(y0, y1);
+  } else {
+    out[0] = ld2(s, s + st_);
+  }
+}
+
+/// The G 8-bit vectors of a group of 32-byte blocks at p (stride st_): activations, Q8_0 weights.
+template <int G> CV_AVX512 inline void gather32(const uint8_t* p, size_t st_, __m256i* v) {
+  if constexpr (G == 1) {
+    v[0] = ld(p);
+  } else {
+    gather16<G>(p, st_, v);
+    gather16<G>(p + 16, st_, v + G / 2);
+  }
+}
+
+template <int G, int i> CV_AVX512 inline __m256i shift_of() {
+  return _mm256_setr_epi32(4 * d_of(G, i, 0), 4 * d_of(G, i, 1), 4 * d_of(G, i, 2), 4 * d_of(G, i, 3),
+                           4 * d_of(G, i, 4), 4 * d_of(G, i, 5), 4 * d_of(G, i, 6), 4 * d_of(G, i, 7));
+}
+
+/// Adds 16 to the bytes whose Q5 high bit is set: vector i of the group, qhv lane L = qh of its block.
+template <int G, int i> CV_AVX512 inline __m256i add_high(__m256i v, __m256i qhv) {
+  if constexpr (G == 8) {  // d = i in every lane: bits 4i .. 4i+3 sit in byte i / 2 of each dword
+    constexpr char b = i / 2;
+    const __m256i bc = _mm256_shuffle_epi8(qhv, _mm256_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b,
+                                                                  12 + b, 12 + b, 12 + b, 12 + b, b, b, b, b, 4 + b, 4 + b, 4 + b,
+                                                                  4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b));
+    const __mmask32 mk = _mm256_test_epi8_mask(bc, _mm256_set1_epi32(i % 2 ? static_cast<int>(0x80402010u) : 0x08040201));
+    return _mm256_mask_add_epi8(v, mk, v, _mm256_set1_epi8(0x10));
+  }
+  const __m256i bits = _mm256_srlv_epi32(qhv, shift_of<G, i>());
+  const __m256i bc = _mm256_shuffle_epi8(bits, _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                                                 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+  const __mmask32 mk = _mm256_test_epi8_mask(bc, _mm256_set1_epi32(0x08040201));
+  return _mm256_mask_add_epi8(v, mk, v, _mm256_set1_epi8(0x10));
+}
+
+template <int G, int... I, class F> CV_AVX512 inline void for_i(std::integer_sequence<int, I...>, F&& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+
+/// Lane L: the first dword of block L / (8 / G) (blocks bs bytes apart from p).
+template <int G> CV_AVX512 inline __m256i dword_of_blocks(const uint8_t* p, size_t bs) {
+  if constexpr (G == 8) {  // 16-byte loads stay inside each block (header, qh: offset + 16 <= bytes)
+    const __m256i y0 = ld2(p, p + 4 * bs), y1 = ld2(p + bs, p + 5 * bs);
+    const __m256i y2 = ld2(p + 2 * bs, p + 6 * bs), y3 = ld2(p + 3 * bs, p + 7 * bs);
+    return _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(y0, y1), _mm256_unpacklo_epi32(y2, y3));
+  } else {
+    auto u = [&](int c) {
+      uint32_t x;
+      std::memcpy(&x, p + static_cast<size_t>(c / (8 / G)) * bs, 4);
+      return static_cast<int>(x);
+    };
+    return _mm256_setr_epi32(u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7));
+  }
+}
+
+/// The group of G weight blocks at p: G u8 vectors, the scales per lane and (Q4_1 / Q5_1) the
+/// mins, in the first lane of each block only (zero elsewhere).
+template <ggml_type T, int G> CV_AVX512 inline void load_wgroup(const uint8_t* p, __m256i* v, __m256& dw, __m256& mv) {
+  constexpr blk_layout L = layout<T>();
+  constexpr size_t bs = L.bytes;
+  if constexpr (T == ggml_type::q8_0) {
+    gather32<G>(p + L.qs, bs, v);
+    #pragma GCC unroll 8
+    for (int i = 0; i < G; ++i) v[i] = _mm256_xor_si256(v[i], _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    if constexpr (G == 1) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + L.qs));
+      v[0] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(q), _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0)), nib);
+      if constexpr (L.qh >= 0) {
+        uint32_t qh;
+        std::memcpy(&qh, p + L.qh, sizeof qh);
+        v[0] = _mm256_mask_add_epi8(v[0], static_cast<__mmask32>(qh), v[0], _mm256_set1_epi8(0x10));
+      }
+    } else {
+      __m256i pk[G / 2];
+      gather16<G>(p + L.qs, bs, pk);
+      #pragma GCC unroll 8
+      for (int i = 0; i < G / 2; ++i) {
+        v[i] = _mm256_and_si256(pk[i], nib);
+        v[i + G / 2] = _mm256_and_si256(_mm256_srli_epi16(pk[i], 4), nib);
+      }
+      if constexpr (L.qh >= 0) {
+        const __m256i qhv = dword_of_blocks<G>(p + L.qh, bs);
+        for_i<G>(std::make_integer_sequence<int, G>{}, [&](auto ic) {
+          v[decltype(ic)::value] = add_high<G, decltype(ic)::value>(v[decltype(ic)::value], qhv);
+        });
+      }
+    }
+  }
+  const __m256i h = dword_of_blocks<G>(p, bs);
+  dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(h));
+  if constexpr (has_min<T>()) {
+    constexpr __mmask8 first = G == 8 ? 0xFF : G == 4 ? 0x55 : G == 2 ? 0x11 : 0x01;
+    mv = _mm256_maskz_mov_ps(first, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(h, 16))));
+  }
+}
+
+/// Unpacks the group of G blocks at p (a weight row) into out (layout of w_group_bytes).
+template <ggml_type T, int G> CV_AVX512 inline void unpack_group(const uint8_t* p, uint8_t* out) {
+  __m256i v[G];
+  __m256 dw, mv = _mm256_setzero_ps();
+  load_wgroup<T, G>(p, v, dw, mv);
+  #pragma GCC unroll 8
+  for (int i = 0; i < G; ++i) st(out + 32 * i, v[i]);
+  _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G), dw);
+  if constexpr (has_min<T>()) _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G + 32), mv);
+}
+
+/// Repacks the group of G activation blocks (qs at q, scales at d) into out.
+template <ggml_type T, int G> CV_AVX512 inline void repack_group(const uint8_t* q, const float* d, const float* sa, uint8_t* out) {
+  constexpr blk_layout L = layout<T>();
+  __m256i v[G];
+  gather32<G>(q, 32, v);
+  __m256i corr = _mm256_setzero_si256();
+  #pragma GCC unroll 8
+  for (int i = 0; i < G; ++i) {
+    st(out + 32 * i, v[i]);
+    if constexpr (L.off != 0) corr = _mm256_dpbusd_epi32(corr, _mm256_set1_epi8(static_cast<char>(L.off)), v[i]);
+  }
+  uint8_t* o = out + 32 * G;
+  if constexpr (L.off != 0) {
+    st(o, _mm256_sub_epi32(_mm256_setzero_si256(), corr));
+    o += 32;
+  }
+  const __m256i idx = _mm256_setr_epi32(0 / (8 / G), 1 / (8 / G), 2 / (8 / G), 3 / (8 / G), 4 / (8 / G), 5 / (8 / G),
+                                        6 / (8 / G), 7 / (8 / G));
+  constexpr __mmask8 used = static_cast<__mmask8>((1u << G) - 1);
+  _mm256_storeu_ps(reinterpret_cast<float*>(o), _mm256_permutexvar_ps(idx, _mm256_maskz_loadu_ps(used, d)));
+  if constexpr (has_min<T>())
+    _mm256_storeu_ps(reinterpret_cast<float*>(o + 32), _mm256_permutexvar_ps(idx, _mm256_maskz_loadu_ps(used, sa)));
+}
+
+template <ggml_type T> CV_AVX512 void repack_row(const uint8_t* a, int32_t nb, uint8_t* out) {
+  const float* d = reinterpret_cast<const float*>(a + 32 * static_cast<size_t>(nb));
+  const float* s = d + nb;  // q8_1 sums (read only for Q4_1 / Q5_1)
+  int32_t b = 0;
+  for (; b + 8 <= nb; b += 8, out += act_group_bytes<T>(8)) repack_group<T, 8>(a + 32 * b, d + b, s + b, out);
+  if (nb & 4) { repack_group<T, 4>(a + 32 * b, d + b, s + b, out); b += 4; out += act_group_bytes<T>(4); }
+  if (nb & 2) { repack_group<T, 2>(a + 32 * b, d + b, s + b, out); b += 2; out += act_group_bytes<T>(2); }
+  if (nb & 1) repack_group<T, 1>(a + 32 * b, d + b, s + b, out);
+}
+
+template <ggml_type T> CV_AVX512 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
+  constexpr size_t bs = layout<T>().bytes;
+  int32_t b = 0;
+  for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, 8>(w + bs * b, out);
+  if (nb & 4) { unpack_group<T, 4>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
+  if (nb & 2) { unpack_group<T, 2>(w + bs * b, out); b += 2; out += w_group_bytes<T>(2); }
+  if (nb & 1) unpack_group<T, 1>(w + bs * b, out);
+}
+
+/// A row block and the repacked activations of the call.
+
+} // namespace conveyor::model::qmm512
+
+#endif

@@ -1,0 +1,142 @@
+#include "model/cpu/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace conveyor::model {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// log(sum(exp(logits))), computed around the maximum.
+double log_sum_exp(std::span<const float> logits) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+  return static_cast<double>(mx) + std::log(sum);
+}
+
+float log_softmax_at(std::span<const float> logits, token_id id) {
+  return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_sum_exp(logits));
+}
+
+bool is_allowed(std::span<const uint32_t> allowed, size_t t) { return allowed.empty() || ((allowed[t / 32] >> (t % 32)) & 1u) != 0; }
+
+// True when the mask lets at least one token of the vocabulary through.
+bool allows_any(std::span<const uint32_t> allowed, size_t vocab) {
+  for (size_t w = 0; w * 32 < vocab && w < allowed.size(); ++w) {
+    const size_t bits = std::min<size_t>(32, vocab - w * 32);
+    const uint32_t live = bits == 32 ? ~0u : ((1u << bits) - 1u);
+    if (allowed[w] & live) return true;
+  }
+  return false;
+}
+
+} // namespace
+
+double sample_coin(uint64_t seed, int64_t position) {
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(position));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
+                           sampler_scratch& scratch, std::span<const uint32_t> allowed) {
+  if (!allowed.empty() && (allowed.size() * 32 < logits.size() || !allows_any(allowed, logits.size()))) allowed = {};
+  if (p.temperature == 0.0f) {
+    size_t best = logits.size();
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (is_allowed(allowed, i) && (best == logits.size() || logits[i] > logits[best])) best = i;
+    return {static_cast<token_id>(best), log_softmax_at(logits, static_cast<token_id>(best))};
+  }
+  auto& cand = scratch.cand;
+  cand.clear();
+  const float inv_t = 1.0f / p.temperature;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (is_allowed(allowed, i)) cand.emplace_back(logits[i] * inv_t, static_cast<token_id>(i));
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t n = cand.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+    std::nth_element(cand.begin(), cand.begin() + p.top_k, cand.end(), by_logit);
+    n = static_cast<size_t>(p.top_k);
+  }
+  // Every step below walks the candidates from the most likely down and usually stops within the
+  // first few dozen, so they are sorted lazily: a prefix at a time (partial sorts of a growing
+  // chunk), never the whole vocabulary (a full sort of 49k candidates cost ~4 ms per token).
+  const auto end = cand.begin() + static_cast<std::ptrdiff_t>(n);
+  const float mx = std::max_element(cand.begin(), end, [](const auto& a, const auto& b) { return a.first < b.first; })->first;
+  double sum = 0.0;
+  for (auto it = cand.begin(); it != end; ++it) sum += std::exp(static_cast<double>(it->first - mx));
+  auto& prob = scratch.prob;  // probabilities of the sorted prefix
+  prob.clear();
+  const auto sorted_through = [&](size_t i) {  // cand[0..i] sorted, prob[0..i] known
+    if (i < prob.size()) return;
+    // Chunks of 64, 512, 4096, ...: a flat distribution (a walk deep into the candidates) ends
+    // in one sort of the rest once a chunk would pass a quarter of them.
+    const size_t from = prob.size();
+    size_t to = std::max(i + 1, from == 0 ? size_t{64} : 8 * from);
+    if (to > n / 4) to = n;
+    const auto first = cand.begin() + static_cast<std::ptrdiff_t>(from), last = cand.begin() + static_cast<std::ptrdiff_t>(to);
+    if (last < end) std::nth_element(first, last, end, by_logit);  // O(rest), then sort the chunk alone
+    std::sort(first, last, by_logit);
+    for (size_t j = from; j < to; ++j) prob.push_back(static_cast<float>(std::exp(static_cast<double>(cand[j].first - mx)) / sum));
+  };
+  bool truncated = false;
+  if (p.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t keep = 0;
+    while (keep < n) {
+      sorted_through(keep);
+      cum += prob[keep++];
+      if (cum >= p.top_p) break;
+    }
+    truncated = std::max<size_t>(keep, 1) < n;
+    n = std::max<size_t>(keep, 1);
+  }
+  if (p.min_p > 0.0f) {
+    sorted_through(0);
+    const float floor_p = p.min_p * prob[0];
+    size_t keep = 1;
+    while (keep < n) {
+      sorted_through(keep);
+      if (prob[keep] < floor_p) break;
+      ++keep;
+    }
+    truncated = truncated || keep < n;
+    n = keep;
+  }
+  double total = 0.0;
+  if (truncated) {
+    for (size_t i = 0; i < n; ++i) total += prob[i];  // a prefix: already sorted
+  } else {
+    for (size_t i = 0; i < n; ++i) total += static_cast<float>(std::exp(static_cast<double>(cand[i].first - mx)) / sum);
+  }
+  const double target = sample_coin(p.seed, position) * total;
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    sorted_through(i);
+    cum += prob[i];
+    if (target < cum) return {cand[i].second, log_softmax_at(logits, cand[i].second)};
+  }
+  sorted_through(n - 1);  // rounding left the target past the end: the least likely survivor
+  return {cand[n - 1].second, log_softmax_at(logits, cand[n - 1].second)};
+}
+
+void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {
+  out.clear();
+  if (n <= 0 || logits.empty()) return;
+  auto& cand = scratch.cand;
+  cand.clear();
+  for (size_t i = 0; i < logits.size(); ++i) cand.emplace_back(logits[i], static_cast<token_id>(i));
+  const size_t k = std::min(static_cast<size_t>(n), cand.size());
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  const double lse = log_sum_exp(logits);
+  for (size_t i = 0; i < k; ++i) out.push_back({cand[i].second, static_cast<float>(static_cast<double>(cand[i].first) - lse)});
+}
+
+} // namespace conveyor::model
