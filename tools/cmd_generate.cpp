@@ -8,13 +8,13 @@
 #include <iostream>
 #include <random>
 
-#include "gpu/factory.hpp"
 #include "model/text/chat_template.hpp"
 #include "model/cpu/cpu_executor.hpp"
 #include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
 #include "model/formats/weight_check.hpp"
 #include "model/text/tokenizer.hpp"
+#include "serve/executor_factory.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {
@@ -72,29 +72,24 @@ int run_generate(const generate_opts& o) {
     std::cerr << "conveyor generate: the prompt is empty; pass --prompt \"...\"\n";
     return 2;
   }
-  model::cpu_executor_options eo;
+  // One sequence: a KV pool of exactly its blocks.
+  serve::executor_settings es;
   const int32_t total = static_cast<int32_t>(prompt.size()) + o.max_tokens;
-  eo.num_kv_blocks = (total + eo.block_size - 1) / eo.block_size;
-  eo.threads = o.threads;
-  eo.math = model::parse_cpu_math(o.cpu_math);
-  std::shared_ptr<executor> ex_owner;
-  if (o.device == "cuda") {
-    std::string why;
-    if (!gpu::cuda_device_available(&why)) {
-      std::cerr << "conveyor generate: --device cuda: " << why << "\n";
-      return 2;
-    }
-    gpu::cuda_executor_options go;
-    go.num_kv_blocks = eo.num_kv_blocks;
-    go.gpu_memory_utilization = o.gpu_memory_utilization;
-    go.max_num_batched_tokens = o.chunk;
-    go.max_num_seqs = 1;
-    ex_owner = gpu::make_cuda_executor(file, go);
-  } else {
-    auto cpu = std::make_shared<model::cpu_executor>(file, eo);
-    std::cerr << "conveyor: " << cpu->compute_summary() << "\n";
-    ex_owner = cpu;
+  es.num_kv_blocks = (total + es.block_size - 1) / es.block_size;
+  es.threads = o.threads;
+  es.cpu_math = o.cpu_math;
+  es.gpu_memory_utilization = o.gpu_memory_utilization;
+  es.max_num_batched_tokens = o.chunk;
+  es.max_num_seqs = 1;
+  serve::made_executor made;
+  try {
+    made = serve::make_executor(*serve::parse_device(o.device), file, tok, es);
+  } catch (const serve::device_unavailable& e) {
+    std::cerr << "conveyor generate: " << e.what() << "\n";
+    return 2;
   }
+  std::shared_ptr<executor> ex_owner = std::move(made.ex);
+  std::cerr << "conveyor: " << made.description << "\n";
   executor& ex = *ex_owner;
   if (total > ex.info().max_model_len) {
     std::cerr << "conveyor generate: prompt (" << prompt.size() << " tokens) + --max-tokens " << o.max_tokens
@@ -107,7 +102,7 @@ int run_generate(const generate_opts& o) {
   scheduled_seq seq;
   seq.id = 1;
   seq.sampling = sp;
-  for (int32_t b = 0; b < eo.num_kv_blocks; ++b) seq.block_table.push_back(b);
+  for (int32_t b = 0; b < es.num_kv_blocks; ++b) seq.block_table.push_back(b);
   model::stream_decoder detok(tok);
   const auto t0 = clock_type::now();
   double prompt_ms = 0;

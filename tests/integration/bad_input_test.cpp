@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(each_bad_message_gets_its_error_while_a_job_streams) {
 }
 
 BOOST_AUTO_TEST_CASE(queue_bound_answers_overloaded_and_accepted_jobs_finish) {
-  server srv("cpu", [](actors::runtime_options& o) {
+  server srv("cpu", [](serve::runtime_options& o) {
     o.sched.max_num_seqs = 1;
     o.sched.max_num_queued_reqs = 2;
   });

@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(chat_and_jsonl_workloads_run) {
 }
 
 BOOST_AUTO_TEST_CASE(refusals_are_counted_or_retried) {
-  server srv("null", [](actors::runtime_options& o) {
+  server srv("null", [](serve::runtime_options& o) {
     o.sched.max_num_seqs = 2;
     o.sched.max_num_queued_reqs = 2;
   });

@@ -20,7 +20,7 @@ using transport::curve_keypair;
 
 // A producer whose sockets are CURVE clients of `server_key` with `keys` (nullptr: plaintext).
 struct curve_producer {
-  curve_producer(const actors::runtime& rt, const std::string& server_key, const curve_keypair* keys)
+  curve_producer(const serve::runtime& rt, const std::string& server_key, const curve_keypair* keys)
       : dealer(ctx, zmq::socket_type::dealer), push(ctx, zmq::socket_type::push), sub(ctx, zmq::socket_type::sub) {
     for (auto* s : {&dealer, &push, &sub}) {
       s->set(zmq::sockopt::linger, 0);
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_SUITE(curve_serve)
 BOOST_AUTO_TEST_CASE(only_an_authorized_producer_submits_and_subscribes) {
   const curve_keypair server_keys = transport::generate_curve_keypair(), alice = transport::generate_curve_keypair(),
                       mallory = transport::generate_curve_keypair();
-  server s("null", [&](actors::runtime_options& ro) {
+  server s("null", [&](serve::runtime_options& ro) {
     ro.curve.secret_key = server_keys.secret_key;
     ro.curve.public_key = server_keys.public_key;
     ro.curve.authorized = {alice.public_key};

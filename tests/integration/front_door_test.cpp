@@ -250,7 +250,7 @@ BOOST_AUTO_TEST_CASE(one_job_cannot_hold_the_kv_pool_against_a_queue) {
   BOOST_TEST(r.output.find("max_model_len 16384;") != std::string::npos, r.output);
 
   const int32_t pool_tokens = 1024 * 16;  // the fixture's null executor
-  server s("null", [&](actors::runtime_options& o) { o.sched.max_model_len = default_max_model_len(1 << 20, pool_tokens); });
+  server s("null", [&](serve::runtime_options& o) { o.sched.max_model_len = default_max_model_len(1 << 20, pool_tokens); });
   producer p(*s.rt);
   p.subscribe("hog");
   BOOST_REQUIRE(p.request({{"op", "submit"}, {"id", "hog"}, {"prompt", "x"}, {"max_tokens", 2147483647},

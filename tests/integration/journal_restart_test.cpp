@@ -32,8 +32,8 @@ struct state_dir {
   ~state_dir() { fs::remove_all(path); }
   std::string file() const { return journal::journal::file_in(path.string()); }
   // A server tweak that opens this journal.
-  std::function<void(actors::runtime_options&)> on() const {
-    return [f = file()](actors::runtime_options& o) { o.journal = std::make_shared<journal::journal>(f, journal::sync_mode::process); };
+  std::function<void(serve::runtime_options&)> on() const {
+    return [f = file()](serve::runtime_options& o) { o.journal = std::make_shared<journal::journal>(f, journal::sync_mode::process); };
   }
   // Runs SQL on the journal file (no server may hold it).
   void sql(const std::string& statement) const {
@@ -209,7 +209,7 @@ BOOST_AUTO_TEST_CASE(a_poison_job_ends_with_an_error) {
 // the server for everyone (issue 26, defect 2). Both within one run and across a restart.
 BOOST_AUTO_TEST_CASE(an_id_reused_past_retention_runs_again_and_is_stored_afresh) {
   state_dir d;
-  auto tweak = [on = d.on()](actors::runtime_options& o) {
+  auto tweak = [on = d.on()](serve::runtime_options& o) {
     on(o);
     o.pub.retention_s = 0.3;
   };

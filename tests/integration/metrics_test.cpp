@@ -87,7 +87,7 @@ json submit_tokens(producer& p, const std::string& id, int prompt_len, int max_t
 BOOST_AUTO_TEST_SUITE(metrics_http)
 
 BOOST_AUTO_TEST_CASE(counters_add_up_to_what_was_sent_and_stats_agrees) {
-  server srv("null", [](actors::runtime_options& o) {
+  server srv("null", [](serve::runtime_options& o) {
     o.metrics_port = 0;
     o.sched.max_num_seqs = 2;  // the later jobs wait: running + waiting > 0 while we scrape
     o.sched.max_model_len = 4096;
@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(off_by_default_and_404_elsewhere) {
   server off("null");
   BOOST_TEST(off.rt->metrics_port() == -1);
   BOOST_TEST(off.rt->metrics_url().empty());
-  server on("null", [](actors::runtime_options& o) { o.metrics_port = 0; });
+  server on("null", [](serve::runtime_options& o) { o.metrics_port = 0; });
   httplib::Client http("127.0.0.1", on.rt->metrics_port());
   auto res = http.Get("/");
   BOOST_REQUIRE(res);
@@ -228,10 +228,10 @@ BOOST_AUTO_TEST_CASE(off_by_default_and_404_elsewhere) {
 }
 
 BOOST_AUTO_TEST_CASE(a_taken_port_is_a_clear_error) {
-  server first("null", [](actors::runtime_options& o) { o.metrics_port = 0; });
+  server first("null", [](serve::runtime_options& o) { o.metrics_port = 0; });
   const int port = first.rt->metrics_port();
   try {
-    server second("null", [port](actors::runtime_options& o) { o.metrics_port = port; });
+    server second("null", [port](serve::runtime_options& o) { o.metrics_port = port; });
     BOOST_FAIL("a second server bound metrics port " << port);
   } catch (const transport::bind_error& e) {
     const std::string what = e.what();

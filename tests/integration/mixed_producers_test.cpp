@@ -22,7 +22,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Runs one Python producer; returns its JSON lines.
-std::vector<json> run_python_producer(const actors::runtime& rt, const std::string& prefix, int jobs) {
+std::vector<json> run_python_producer(const serve::runtime& rt, const std::string& prefix, int jobs) {
   const std::string root = std::filesystem::path(CONVEYOR_TEST_DATA).parent_path().parent_path().string();
   std::string cmd = "PYTHONPATH=" + root + "/clients/python " + root + "/.venv/bin/python " + root +
                     "/tests/integration/py_producer.py " + rt.router_endpoint() + " " + rt.pub_endpoint() + " " + prefix + " 12";

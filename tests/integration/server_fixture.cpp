@@ -23,7 +23,7 @@ const smollm2& smollm2::get() {
   return m;
 }
 
-server::server(const std::string& executor, std::function<void(actors::runtime_options&)> tweak) {
+server::server(const std::string& executor, std::function<void(serve::runtime_options&)> tweak) {
   const auto& m = smollm2::get();
   std::shared_ptr<conveyor::executor> ex;
   if (executor == "null") {
@@ -33,18 +33,18 @@ server::server(const std::string& executor, std::function<void(actors::runtime_o
     o.num_kv_blocks = 512;
     ex = std::make_shared<model::cpu_executor>(*m.file, o);
   }
-  actors::runtime_options ro;
+  serve::runtime_options ro;
   ro.router_ep = ro.pub_ep = ro.pull_ep = "tcp://127.0.0.1:*";
   ro.sched.max_model_len = 1024;
   ro.model_name = "smollm2";
   ro.pub.heartbeat_ms = 50;
   if (tweak) tweak(ro);
-  rt = std::make_unique<actors::runtime>(ro, std::move(ex), *m.tok);
+  rt = std::make_unique<serve::runtime>(ro, std::move(ex), *m.tok);
 }
 
 server::~server() { rt->shutdown(5.0); }
 
-producer::producer(const actors::runtime& rt)
+producer::producer(const serve::runtime& rt)
     : dealer_(ctx_, zmq::socket_type::dealer), sub_(ctx_, zmq::socket_type::sub), push_(ctx_, zmq::socket_type::push) {
   for (auto* s : {&dealer_, &sub_, &push_}) s->set(zmq::sockopt::linger, 0);
   dealer_.set(zmq::sockopt::rcvtimeo, 60000);

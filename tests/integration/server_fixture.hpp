@@ -9,7 +9,7 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "actors/runtime.hpp"
+#include "serve/runtime.hpp"
 #include "model/formats/gguf.hpp"
 #include "model/text/tokenizer.hpp"
 
@@ -26,15 +26,15 @@ struct smollm2 {
 
 /// A running server. executor: "cpu" (SmolLM2) or "null" (fixed token, tokenizer of SmolLM2).
 struct server {
-  explicit server(const std::string& executor = "cpu", std::function<void(actors::runtime_options&)> tweak = {});
+  explicit server(const std::string& executor = "cpu", std::function<void(serve::runtime_options&)> tweak = {});
   ~server();
-  std::unique_ptr<actors::runtime> rt;
+  std::unique_ptr<serve::runtime> rt;
 };
 
 /// One producer: a DEALER for requests and a SUB for events.
 class producer {
 public:
-  explicit producer(const actors::runtime& rt);
+  explicit producer(const serve::runtime& rt);
   /// Sends one map, returns the reply map.
   json request(const json& msg);
   /// Sends raw bytes on the DEALER, returns the reply map.

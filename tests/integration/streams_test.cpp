@@ -174,7 +174,7 @@ BOOST_AUTO_TEST_CASE(deadline_stops_a_job) {
 }
 
 BOOST_AUTO_TEST_CASE(priority_policy_runs_lower_values_first) {
-  server srv("cpu", [](actors::runtime_options& o) {
+  server srv("cpu", [](serve::runtime_options& o) {
     o.sched.policy = scheduling_policy::priority;
     o.sched.max_num_seqs = 1;
   });

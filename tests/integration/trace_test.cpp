@@ -59,7 +59,7 @@ json submit_tokens(const job_spec& j) {
 traced_run run_traced(const std::string& executor, const std::string& batching, const std::string& path) {
   traced_run r;
   {
-    server srv(executor, [&](actors::runtime_options& ro) {
+    server srv(executor, [&](serve::runtime_options& ro) {
       ro.trace_path = path;
       ro.sched.max_num_seqs = max_num_seqs;
       ro.sched.max_num_batched_tokens = max_num_batched_tokens;

@@ -26,12 +26,12 @@
 #include "transport/sockets.hpp"
 #include "transport/zmq_intake.hpp"
 
-namespace conveyor::actors {
+namespace conveyor::serve {
 
 struct runtime_options {
   scheduler_config sched;
   cache_config cache;
-  publisher_config pub;
+  actors::publisher_config pub;
   schemas::decode_limits limits;
   std::string router_ep = "tcp://127.0.0.1:5555";
   std::string pub_ep = "tcp://127.0.0.1:5556";
@@ -101,7 +101,7 @@ std::vector<std::unique_ptr<transport::intake>> make_intakes(zmq::context_t& zmq
 
 class runtime {
 public:
-  /// Opens the trace file when asked (throws trace_error), binds every socket (throws
+  /// Opens the trace file when asked (throws actors::trace_error), binds every socket (throws
   /// transport::bind_error), then spawns the actors and starts serving.
   /// `tok` must outlive the runtime; the executor's KV pool size sets the scheduler's blocks.
   runtime(const runtime_options& o, std::shared_ptr<executor> ex, const model::tokenizer& tok);
@@ -112,7 +112,7 @@ public:
   const std::string& router_endpoint() const { return endpoint_of("router"); }
   const std::string& pub_endpoint() const { return pub_; }
   const std::string& pull_endpoint() const { return endpoint_of("pull"); }
-  runtime_control& control() { return control_; }
+  actors::runtime_control& control() { return control_; }
   /// "http://host:port/metrics", or "" when metrics_port is -1.
   std::string metrics_url() const { return eps_->metrics ? eps_->metrics->url() : std::string(); }
   /// The OpenAI-compatible HTTP intake's "http://host:port", or "" when off.
@@ -139,25 +139,25 @@ private:
   const std::string& endpoint_of(std::string_view name) const;
 
   std::unique_ptr<bound_endpoints> eps_;  // the sockets: outlive everything below
-  metrics metrics_;  // outlives the actors and the HTTP thread that use it
+  actors::metrics metrics_;  // outlives the actors and the HTTP thread that use it
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   std::unique_ptr<model::chat_template> chat_;  // null: chat_error_ says why; outlives the actors
   std::string chat_error_;
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
-  runtime_control control_;
+  actors::runtime_control control_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> live_requests_{0};
   std::atomic<int32_t> waiting_jobs_{0};  // after each step: jobs the scheduler could not admit yet
-  std::shared_ptr<trace_writer> trace_;
-  std::optional<executor_actor> executor_;
-  std::optional<scheduler_actor> scheduler_;
-  std::optional<publisher_actor> publisher_;
-  std::optional<front_actor> front_;
-  std::unique_ptr<front_door> door_;
+  std::shared_ptr<actors::trace_writer> trace_;
+  std::optional<actors::executor_actor> executor_;
+  std::optional<actors::scheduler_actor> scheduler_;
+  std::optional<actors::publisher_actor> publisher_;
+  std::optional<actors::front_actor> front_;
+  std::unique_ptr<actors::front_door> door_;
   std::string pub_;
   recovery_counts recovered_;
   bool stopped_ = false;
 };
 
-} // namespace conveyor::actors
+} // namespace conveyor::serve

@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "actors/runtime.hpp"
+#include "serve/executor_factory.hpp"
+#include "serve/runtime.hpp"
 #include "transport/nats_config.hpp"
 
 namespace CLI {
 class App;
 }
 
-namespace conveyor::tools {
+namespace conveyor::serve {
 
 struct serve_options {
   std::string model = "smollm2";
@@ -63,8 +64,12 @@ struct serve_options {
   transport::nats_config nats;  ///< NATS JetStream intake and events (url empty: off)
   std::string config_path;
 
-  /// The journal file these settings name ("" when the journal is off).
+  /// The journal file these settings name ("" when the journal is off: --no-journal, or NATS,
+  /// where JetStream keeps the fleet's jobs and a restarted replica gets its unfinished jobs back
+  /// as redeliveries like any other replica).
   std::string journal_file() const;
+  /// What sizes the executor.
+  executor_settings executor() const;
 
   /// Applies the TOML file named by --config to every setting not given on the command line
   /// (keys are the flag names with _ or -). Returns "" or what is wrong with the file.
@@ -83,7 +88,7 @@ struct serve_options {
   std::string check_http_security(bool keys_set, std::vector<std::string>& warnings) const;
   /// The runtime's options, with max_model_len resolved against the executor. Reads the CURVE
   /// key files when given (throws transport::curve_error).
-  actors::runtime_options runtime(const executor_info& info, const std::string& model_path) const;
+  runtime_options runtime(const executor_info& info, const std::string& model_path) const;
 };
 
-} // namespace conveyor::tools
+} // namespace conveyor::serve

@@ -1,4 +1,4 @@
-#include "actors/runtime.hpp"
+#include "serve/runtime.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -7,7 +7,7 @@
 #include "actors/recovery.hpp"
 #include "actors/trace_writer.hpp"
 
-namespace conveyor::actors {
+namespace conveyor::serve {
 
 std::vector<std::unique_ptr<transport::intake>> make_intakes(zmq::context_t& zmq, const runtime_options& o) {
   std::vector<std::unique_ptr<transport::intake>> in;
@@ -45,16 +45,16 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
                  const model::tokenizer& tok)
     : eps_(std::move(eps)) {
   // What the last incarnation left (throws journal_error on a damaged file, before anything runs).
-  recovery_plan plan;
+  actors::recovery_plan plan;
   if (o.journal) {
-    plan = plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
+    plan = actors::plan_recovery(o.journal->load(), o.poison_after, o.journal->path());
     o.journal->open_for_writing();  // only now: a journal refused while loading stays untouched
   }
   recovered_ = {plan.finished.size(), plan.resumed.size(), plan.poisoned.size()};
   if (!o.trace_path.empty()) {
-    const trace_header th{o.sched.batching, o.sched.max_num_seqs, o.sched.max_num_batched_tokens,
+    const actors::trace_header th{o.sched.batching, o.sched.max_num_seqs, o.sched.max_num_batched_tokens,
                           ex->info().num_kv_blocks, ex->info().block_size, o.model_name};
-    trace_ = std::make_shared<trace_writer>(o.trace_path, th, now_s());
+    trace_ = std::make_shared<actors::trace_writer>(o.trace_path, th, actors::now_s());
   }
   // Everything that can fail to bind comes first, before any thread or actor exists: a taken
   // port then ends start-up cleanly (exit 2) instead of leaving actors behind.
@@ -65,7 +65,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   caf_cfg_.set("scheduler.max-threads", o.worker_threads);
   caf_cfg_.set("logger.console", caf::atom("none"));
   sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
-  scheduler_actor_config sc;
+  actors::scheduler_actor_config sc;
   sc.sched = o.sched;
   sc.cache = o.cache;
   sc.num_kv_blocks = ex->info().num_kv_blocks;
@@ -73,21 +73,21 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   sc.trace = trace_;
   sc.restored_finished = std::move(plan.finished);
   for (const auto& r : plan.resumed) sc.restored_unfinished.push_back(r.job.id);
-  for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, unix_now()});
+  for (const auto& p : plan.poisoned) sc.restored_finished.push_back({p.job_id, job_info{job_state::failed, 0, 0, std::nullopt}, actors::unix_now()});
   sc.retention_s = o.pub.retention_s;
   sc.max_remembered_jobs = o.pub.max_retained_jobs;
   sc.waiting_gauge = &waiting_jobs_;  // intake_context::free_slots reads it
   const int32_t executor_vocab = ex->info().vocab_size;
-  executor_ = spawn_executor(*sys_, std::move(ex));
-  scheduler_ = spawn_scheduler(*sys_, sc, *executor_, control_);
-  publisher_config pc = o.pub;
+  executor_ = actors::spawn_executor(*sys_, std::move(ex));
+  scheduler_ = actors::spawn_scheduler(*sys_, sc, *executor_, control_);
+  actors::publisher_config pc = o.pub;
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
   pc.sinks.push_back(std::move(eps_->pub));  // the publisher's thread is its only user from here on
   for (const auto& in : eps_->intakes)
     if (transport::event_sink* sink = in->events())  // (owned by the intake list, which outlives the publisher)
       pc.sinks.push_back(std::shared_ptr<transport::event_sink>(std::shared_ptr<void>(), sink));
-  publisher_ = spawn_publisher(*sys_, *scheduler_, std::move(pc), &control_);
+  publisher_ = actors::spawn_publisher(*sys_, *scheduler_, std::move(pc), &control_);
   try {
     grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
   } catch (const std::exception&) {
@@ -98,18 +98,18 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   } catch (const model::chat_template_error& e) {
     chat_error_ = e.what();  // jobs with `messages` are refused; prompts and token ids serve
   }
-  const front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
+  const actors::front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
                           o.journal != nullptr, grammars_.get(), chat_.get()};
-  front_ = spawn_front(*sys_, ctx);
+  front_ = actors::spawn_front(*sys_, ctx);
   if (o.journal) {
-    caf::anon_send(*scheduler_, s_journal_atom::value, *publisher_);
-    for (const auto& p : plan.poisoned) caf::anon_send(*publisher_, p_event_atom::value, poison_event(p, o.poison_after));
+    caf::anon_send(*scheduler_, actors::s_journal_atom::value, *publisher_);
+    for (const auto& p : plan.poisoned) caf::anon_send(*publisher_, actors::p_event_atom::value, actors::poison_event(p, o.poison_after));
     for (auto& r : plan.resumed) {
-      const double arrival_s = now_s() - std::max(0.0, unix_now() - r.resume.arrival_unix);
-      spawn_request(*sys_, std::move(r.job), arrival_s, transport::reply_to{}, ctx, std::move(r.resume));
+      const double arrival_s = actors::now_s() - std::max(0.0, actors::unix_now() - r.resume.arrival_unix);
+      actors::spawn_request(*sys_, std::move(r.job), arrival_s, transport::reply_to{}, ctx, std::move(r.resume));
     }
   }
-  door_ = std::make_unique<front_door>(*front_);
+  door_ = std::make_unique<actors::front_door>(*front_);
   if (eps_->metrics) eps_->metrics->start();
   transport::intake_context ic;
   ic.sink = door_.get();
@@ -129,10 +129,10 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
 std::optional<std::string> runtime::render_metrics() {
   caf::scoped_actor self{*sys_};
   std::optional<serving_stats> s;
-  self->request(*scheduler_, std::chrono::seconds(5), s_stats_atom::value)
+  self->request(*scheduler_, std::chrono::seconds(5), actors::s_stats_atom::value)
       .receive([&](serving_stats& x) { s = x; }, [](caf::error&) {});
   if (!s) return std::nullopt;
-  return render_prometheus(metrics_.snapshot(), *s);
+  return actors::render_prometheus(metrics_.snapshot(), *s);
 }
 
 runtime::~runtime() { shutdown(0.0); }
@@ -144,12 +144,12 @@ int runtime::shutdown(double timeout_s) {
   for (const auto& in : eps_->intakes) in->stop_accepting();  // (NATS: no new jobs from the fleet's queue)
   {
     caf::scoped_actor self{*sys_};
-    self->request(*scheduler_, caf::infinite, s_drain_atom::value, timeout_s).receive([](bool) {}, [](caf::error&) {});
+    self->request(*scheduler_, caf::infinite, actors::s_drain_atom::value, timeout_s).receive([](bool) {}, [](caf::error&) {});
     // Every job has ended; wait for the request actors to publish their last events, then make
     // sure the publisher has sent them (its mailbox is FIFO, so our fetch comes after them).
     for (int i = 0; i < 500 && live_requests_.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    self->request(*publisher_, std::chrono::seconds(5), p_fetch_atom::value, std::string(), int64_t{0}, int64_t{0})
-        .receive([](fetch_result&) {}, [](caf::error&) {});
+    self->request(*publisher_, std::chrono::seconds(5), actors::p_fetch_atom::value, std::string(), int64_t{0}, int64_t{0})
+        .receive([](actors::fetch_result&) {}, [](caf::error&) {});
   }
   // Every job ended: HTTP's handlers have answered, NATS stores the last events and hands
   // unfinished jobs back.
@@ -170,4 +170,4 @@ int runtime::shutdown(double timeout_s) {
   return control_.wait();
 }
 
-} // namespace conveyor::actors
+} // namespace conveyor::serve

@@ -1,4 +1,4 @@
-#include "tools/serve_options.hpp"
+#include "serve/options.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -12,7 +12,7 @@
 #include "model/cpu/cpu_cores.hpp"
 #include "transport/api_keys.hpp"
 
-namespace conveyor::tools {
+namespace conveyor::serve {
 
 void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
@@ -233,12 +233,27 @@ std::string serve_options::check_http_security(bool keys_set, std::vector<std::s
 }
 
 std::string serve_options::journal_file() const {
-  if (!journal) return {};
+  if (!journal || nats.enabled()) return {};
   return journal::journal::file_in(state_dir.empty() ? journal::journal::default_state_dir() : state_dir);
 }
 
-actors::runtime_options serve_options::runtime(const executor_info& info, const std::string& model_path) const {
-  actors::runtime_options r;
+executor_settings serve_options::executor() const {
+  executor_settings s;
+  s.block_size = block_size;
+  s.kv_cache_bytes = kv_cache_bytes;
+  s.num_kv_blocks = num_kv_blocks;
+  s.max_model_len = max_model_len;
+  s.threads = threads;
+  s.cpu_math = cpu_math;
+  s.gpu_memory_utilization = gpu_memory_utilization;
+  s.max_num_batched_tokens = max_num_batched_tokens;
+  s.max_num_seqs = max_num_seqs;
+  s.sim_cost_model = sim_cost_model;
+  return s;
+}
+
+runtime_options serve_options::runtime(const executor_info& info, const std::string& model_path) const {
+  runtime_options r;
   r.sched.max_num_seqs = max_num_seqs;
   r.sched.max_num_batched_tokens = max_num_batched_tokens;
   const int32_t pool_tokens = info.num_kv_blocks * info.block_size;
@@ -274,4 +289,4 @@ actors::runtime_options serve_options::runtime(const executor_info& info, const 
   return r;
 }
 
-} // namespace conveyor::tools
+} // namespace conveyor::serve
