@@ -43,14 +43,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # source distribution (pinned version and sha256) into /usr/local/xgrammar; a no-op afterwards.
 xg_sudo=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && xg_sudo="sudo env PYTHON=$PWD/.venv/bin/python"
-step "build xgrammar (tools/build_xgrammar.sh)" $xg_sudo env JOBS="$jobs" tools/build_xgrammar.sh
+step "build xgrammar (scripts/build_xgrammar.sh)" $xg_sudo env JOBS="$jobs" scripts/build_xgrammar.sh
 # llama.cpp's Jinja engine (chat templates) is not packaged either: built once from the pinned
-# llama.cpp source (tools/fetch_llama_src.sh) into /usr/local/llama-jinja, with llama.cpp's
+# llama.cpp source (scripts/fetch_llama_src.sh) into /usr/local/llama-jinja, with llama.cpp's
 # template files the unit tests render; a no-op afterwards.
-step "build llama.cpp's jinja (tools/build_jinja.sh)" $xg_sudo env JOBS="$jobs" tools/build_jinja.sh
-# llama.cpp's source, pinned (tools/fetch_llama_src.sh; a no-op once unpacked): its vocabulary
+step "build llama.cpp's jinja (scripts/build_jinja.sh)" $xg_sudo env JOBS="$jobs" scripts/build_jinja.sh
+# llama.cpp's source, pinned (scripts/fetch_llama_src.sh; a no-op once unpacked): its vocabulary
 # files (models/ggml-vocab-*.gguf) are what the tokenizer goldens test reads (vocab_golden).
-step "fetch llama.cpp source (tools/fetch_llama_src.sh)" env PYTHON="$PWD/.venv/bin/python" tools/fetch_llama_src.sh
+step "fetch llama.cpp source (scripts/fetch_llama_src.sh)" env PYTHON="$PWD/.venv/bin/python" scripts/fetch_llama_src.sh
 step "cmake configure" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 step "build" cmake --build build -j "$jobs"
-step "fetch smollm2" .venv/bin/python tools/fetch_model.py smollm2
+step "fetch smollm2" .venv/bin/python scripts/fetch_model.py smollm2

@@ -1,4 +1,4 @@
-# Finds llama.cpp's Jinja engine as installed by tools/build_jinja.sh (static libllama-jinja.a plus
+# Finds llama.cpp's Jinja engine as installed by scripts/build_jinja.sh (static libllama-jinja.a plus
 # include/llama-jinja under one prefix). Defines the imported target LlamaJinja::jinja and
 # LlamaJinja_FOUND, LlamaJinja_VERSION, LlamaJinja_INCLUDE_DIR, LlamaJinja_LIBRARY, and
 # LlamaJinja_TEMPLATES_DIR (llama.cpp's models/templates/*.jinja, installed alongside).
@@ -15,7 +15,7 @@ endif()
 if(NOT LLAMA_JINJA_ROOT)
   set(LLAMA_JINJA_ROOT /usr/local/llama-jinja)
 endif()
-set(LLAMA_JINJA_ROOT "${LLAMA_JINJA_ROOT}" CACHE PATH "Prefix of the llama.cpp Jinja install (tools/build_jinja.sh)")
+set(LLAMA_JINJA_ROOT "${LLAMA_JINJA_ROOT}" CACHE PATH "Prefix of the llama.cpp Jinja install (scripts/build_jinja.sh)")
 # Re-search when the root changed since the last configure (find_* results are cached).
 if(DEFINED _LLAMA_JINJA_ROOT_LAST AND NOT _LLAMA_JINJA_ROOT_LAST STREQUAL LLAMA_JINJA_ROOT)
   unset(LlamaJinja_INCLUDE_DIR CACHE)
@@ -45,7 +45,7 @@ if(LlamaJinja_FIND_REQUIRED AND NOT (LlamaJinja_INCLUDE_DIR AND LlamaJinja_LIBRA
   message(FATAL_ERROR
     "llama.cpp's Jinja engine not found in LLAMA_JINJA_ROOT=${LLAMA_JINJA_ROOT} "
     "(header='${LlamaJinja_INCLUDE_DIR}' lib='${LlamaJinja_LIBRARY}').\n"
-    "Build and install it with:  tools/build_jinja.sh ${LLAMA_JINJA_ROOT}\n"
+    "Build and install it with:  scripts/build_jinja.sh ${LLAMA_JINJA_ROOT}\n"
     "(setup.sh runs it as root into /usr/local/llama-jinja), or point -DLLAMA_JINJA_ROOT=<prefix> "
     "at an existing install.")
 endif()

@@ -1,4 +1,4 @@
-# Finds XGrammar's C++ core as installed by tools/build_xgrammar.sh (static libxgrammar.a plus
+# Finds XGrammar's C++ core as installed by scripts/build_xgrammar.sh (static libxgrammar.a plus
 # include/xgrammar and include/dlpack under one prefix). Defines the imported target
 # XGrammar::xgrammar and XGrammar_FOUND, XGrammar_VERSION, XGrammar_INCLUDE_DIR, XGrammar_LIBRARY.
 #
@@ -14,7 +14,7 @@ endif()
 if(NOT XGRAMMAR_ROOT)
   set(XGRAMMAR_ROOT /usr/local/xgrammar)
 endif()
-set(XGRAMMAR_ROOT "${XGRAMMAR_ROOT}" CACHE PATH "Prefix of the XGrammar install (tools/build_xgrammar.sh)")
+set(XGRAMMAR_ROOT "${XGRAMMAR_ROOT}" CACHE PATH "Prefix of the XGrammar install (scripts/build_xgrammar.sh)")
 set(_xgrammar_hints "${XGRAMMAR_ROOT}")
 # Re-search when the root changed since the last configure (find_* results are cached).
 if(DEFINED _XGRAMMAR_ROOT_LAST AND NOT _XGRAMMAR_ROOT_LAST STREQUAL XGRAMMAR_ROOT)
@@ -45,7 +45,7 @@ if(XGrammar_FIND_REQUIRED AND NOT (XGrammar_INCLUDE_DIR AND XGrammar_DLPACK_INCL
   message(FATAL_ERROR
     "XGrammar not found in XGRAMMAR_ROOT=${XGRAMMAR_ROOT} (header='${XGrammar_INCLUDE_DIR}' "
     "dlpack='${XGrammar_DLPACK_INCLUDE_DIR}' lib='${XGrammar_LIBRARY}').\n"
-    "Build and install it with:  tools/build_xgrammar.sh ${XGRAMMAR_ROOT}\n"
+    "Build and install it with:  scripts/build_xgrammar.sh ${XGRAMMAR_ROOT}\n"
     "(setup.sh runs it as root into /usr/local/xgrammar), or point -DXGRAMMAR_ROOT=<prefix> at an "
     "existing install.")
 endif()

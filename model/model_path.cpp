@@ -12,7 +12,7 @@
 namespace conveyor::model {
 namespace {
 
-// Known model names -> file name in the cache. tools/fetch_model.py downloads them and checks
+// Known model names -> file name in the cache. scripts/fetch_model.py downloads them and checks
 // their SHA-256 (the values are recorded there).
 const std::map<std::string, std::string>& known_models() {
   static const std::map<std::string, std::string> m{{"smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
@@ -33,7 +33,7 @@ std::string resolve_model(const std::string& name_or_path) {
     const std::string path = models_dir() + "/" + it->second;
     if (!fs::is_regular_file(path))
       throw model_error("model '" + name_or_path + "' is not fetched yet (looked for " + path +
-                        "); run: tools/fetch_model.py " + name_or_path + "  (./setup.sh does it too)");
+                        "); run: scripts/fetch_model.py " + name_or_path + "  (./setup.sh does it too)");
     return path;
   }
   std::error_code ec;

@@ -6,7 +6,7 @@
 // Then the Anyscale workload (--anyscale-prompts requests of 512 random tokens, outputs
 // exponential with mean 128 capped at --anyscale-cap, all at t = 0) run offline through the
 // engine's own scheduler, continuous and static batching; --workload-json writes its lengths
-// for tools/hf_gpu_baseline.py, which runs the same requests through Hugging Face transformers.
+// for scripts/hf_gpu_baseline.py, which runs the same requests through Hugging Face transformers.
 // Without a CUDA device (or a build without CUDA) it says so and exits 2.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

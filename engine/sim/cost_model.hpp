@@ -16,7 +16,7 @@
 namespace conveyor::sim {
 
 struct cost_model {
-  // Fitted (least squares on relative error, tools/fit_cost_model.py) to `conveyor step-bench` on
+  // Fitted (least squares on relative error, scripts/fit_cost_model.py) to `conveyor step-bench` on
   // the CPU executor with SmolLM2-135M Q4_1, 2-core VM, commit 2065088 (AVX2 attention): decode
   // at batch 1/8/32/128 (context 128), batch 8 at context 1024, one 512-token prefill; the mean
   // of two runs (10.0/1.74/2.23 and 11.8/1.78/1.52), RMS error 18-20%. docs/benchmarks.md,

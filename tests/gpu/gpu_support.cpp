@@ -23,7 +23,7 @@ boost::test_tools::assertion_result have_gpu(boost::unit_test::test_unit_id) {
 boost::test_tools::assertion_result native_gpu_only(boost::unit_test::test_unit_id) {
 #if defined(CONVEYOR_CUDA_EMU)
   boost::test_tools::assertion_result r(false);
-  r.message() << "too slow for the CUDA emulator; runs on a real GPU (tools/run_gpu_checks.sh)";
+  r.message() << "too slow for the CUDA emulator; runs on a real GPU (scripts/run_gpu_checks.sh)";
   return r;
 #else
   return boost::test_tools::assertion_result(true);

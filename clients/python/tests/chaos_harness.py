@@ -2,7 +2,7 @@
 same state dir and endpoints (Server), a DEALER that retries across the kills (Requester), and a
 raw SUB socket that records every event live (Recorder).
 
-The harness is shared by tests/test_chaos.py (CI) and tools/chaos_bench.py:
+The harness is shared by tests/test_chaos.py (CI) and scripts/chaos_bench.py:
 chaos_run.run_chaos() drives a run (load, kills, restarts) and chaos_check.check_run() judges it
 against the journal's promise (every accepted job finishes exactly once, its seqs without gap or
 repeat, its text consistent across the restarts).

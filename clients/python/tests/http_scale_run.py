@@ -6,7 +6,7 @@ finish_reason), how many streams were open at once, /health latency (p50, p99, m
 server's resident memory before and with every stream open.
 
 Plain asyncio sockets, no HTTP library: the requests are written by hand, the chunked SSE bodies
-read until `data: [DONE]`. run_scale() is shared by tools/http_scale.py and test_http_scale.py.
+read until `data: [DONE]`. run_scale() is shared by scripts/http_scale.py and test_http_scale.py.
 """
 import asyncio
 import json

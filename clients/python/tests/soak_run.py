@@ -14,7 +14,7 @@ SIGKILLed; the next incarnation resumes what was running. At the end every job t
 (an ok reply, a PUSH, an HTTP 200) must be complete in `fetch`, its seqs 0..n-1 with one terminal
 event last, and the server's logs must hold no refused journal write and no self-stop.
 
-run_soak() is shared by tests/test_soak.py (CI, short) and tools/soak.py (10 minutes).
+run_soak() is shared by tests/test_soak.py (CI, short) and scripts/soak.py (10 minutes).
 """
 import collections
 import json

@@ -5,7 +5,7 @@ or a repeated seq (chaos_check lists every check).
 
 The seed is random per run and printed; CONVEYOR_CHAOS_SEED=<n> repeats a run's jobs and kill
 moments (the moments are then the same, what the server is doing at them need not be).
-tools/chaos_bench.py runs the same harness with 50 kills.
+scripts/chaos_bench.py runs the same harness with 50 kills.
 """
 import os
 import random

@@ -1,4 +1,4 @@
-"""The HTTP door under load, short (tools/http_scale.py runs 1,000 streams for docs/benchmarks.md):
+"""The HTTP door under load, short (scripts/http_scale.py runs 1,000 streams for docs/benchmarks.md):
 200 concurrent streams with 50 slow-loris connections and 70 stalled bodies open throughout. Every
 stream completes, all were open at once (no pool queues them), and /health answers every probe
 (before the event-driven intake, 70 stalled bodies left it unanswered). /health's latency is

@@ -1,4 +1,4 @@
-"""The soak of issue 26, short (tools/soak.py runs it for 10 minutes): pipelined DEALERs with
+"""The soak of issue 26, short (scripts/soak.py runs it for 10 minutes): pipelined DEALERs with
 deadline_ms 1..5, PUSHes and HTTP requests with reused ids and client timeouts against the null
 executor with the journal on, the server SIGKILLed and restarted between phases. Every request
 gets exactly one reply, no journal write is refused, the server never stops itself, and every

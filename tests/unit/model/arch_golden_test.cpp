@@ -1,8 +1,8 @@
 // Every architecture against llama.cpp itself: the tiny random-weight models of
-// tools/make_arch_models.py (llama3 with rope_freqs, qwen2 with QKV bias, qwen3 with q/k norms and
+// scripts/make_arch_models.py (llama3 with rope_freqs, qwen2 with QKV bias, qwen3 with q/k norms and
 // its own head dim, mistral) in f32, f16 and bf16, through the CPU executor, compared with the
 // logits and greedy tokens llama.cpp produced for the same files (tests/data/arch_goldens.json,
-// written by tools/make_arch_goldens.py). The files are checked to be the ones the goldens came
+// written by scripts/make_arch_goldens.py). The files are checked to be the ones the goldens came
 // from (sha256 in the generator's manifest) before anything is compared.
 #include <boost/test/unit_test.hpp>
 
@@ -89,15 +89,15 @@ BOOST_AUTO_TEST_SUITE(arch_goldens)
 
 BOOST_AUTO_TEST_CASE(cpu_executor_matches_llama_cpp_on_every_architecture) {
   const std::string dir = testing::arch_models_dir();
-  const json golden = read_json(std::string(CONVEYOR_TEST_DATA) + "/arch_goldens.json", "run tools/make_arch_goldens.py");
+  const json golden = read_json(std::string(CONVEYOR_TEST_DATA) + "/arch_goldens.json", "run scripts/make_arch_goldens.py");
   const json manifest = read_json(dir + "/manifest.json", "ctest -R arch_models");
   const std::vector<token_id> prompt = golden.at("prompt").get<std::vector<token_id>>();
   BOOST_REQUIRE_EQUAL(golden.at("models").size(), 12u);  // 4 architectures x 3 types
   for (const auto& [name, g] : golden.at("models").items()) {
     BOOST_TEST_CONTEXT(name) {
       BOOST_REQUIRE_MESSAGE(manifest.value(name, "") == g.at("sha256").get<std::string>(),
-                            name << " differs from the file the goldens were made from; HINT: tools/make_arch_models.py "
-                                    "changed, re-run tools/make_arch_goldens.py");
+                            name << " differs from the file the goldens were made from; HINT: scripts/make_arch_models.py "
+                                    "changed, re-run scripts/make_arch_goldens.py");
       const gguf_file f = gguf_file::open(dir + "/" + name);
       const auto want_greedy = g.at("greedy").get<std::vector<token_id>>();
       const run r = run_model(f, prompt, want_greedy.size());

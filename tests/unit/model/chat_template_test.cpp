@@ -1,5 +1,5 @@
 // chat_template against llama.cpp's llama-server: every case of tests/data/chat_template_goldens.json
-// (tools/make_template_goldens.py: Qwen2.5, Qwen3, Llama 3.1, Llama 3.2, Mistral Nemo and SmolLM2
+// (scripts/make_template_goldens.py: Qwen2.5, Qwen3, Llama 3.1, Llama 3.2, Mistral Nemo and SmolLM2
 // templates, rendered by llama-server's /apply-template) must come out byte for byte, and a case
 // llama.cpp refused must be refused with the template's message. Also: raise_exception, malformed
 // templates, the ChatML default, BOS handling, developer roles, and concurrent renders.
@@ -22,7 +22,7 @@ namespace {
 const json& goldens() {
   static const json doc = [] {
     std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/chat_template_goldens.json");
-    BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/chat_template_goldens.json missing. HINT: run tools/make_template_goldens.py");
+    BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/chat_template_goldens.json missing. HINT: run scripts/make_template_goldens.py");
     return json::parse(in);
   }();
   return doc;
@@ -32,7 +32,7 @@ std::string read_template(const json& t) {
   if (t.at("file").is_null()) return t.at("source").get<std::string>();
   const std::string path = std::string(CONVEYOR_JINJA_TEMPLATES) + "/" + t.at("file").get<std::string>();
   std::ifstream in(path, std::ios::binary);
-  BOOST_REQUIRE_MESSAGE(in.good(), path << " missing. HINT: run tools/build_jinja.sh (it installs llama.cpp's templates)");
+  BOOST_REQUIRE_MESSAGE(in.good(), path << " missing. HINT: run scripts/build_jinja.sh (it installs llama.cpp's templates)");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(renders_like_llama_server) {
   const json& g = goldens();
   BOOST_REQUIRE_MESSAGE(g.at("llama_src_version").get<std::string>() == CONVEYOR_LLAMA_JINJA_VERSION,
                         "goldens from llama.cpp " << g.at("llama_src_version") << ", engine and templates installed from "
-                        << CONVEYOR_LLAMA_JINJA_VERSION << ". HINT: run tools/build_jinja.sh or tools/make_template_goldens.py");
+                        << CONVEYOR_LLAMA_JINJA_VERSION << ". HINT: run scripts/build_jinja.sh or scripts/make_template_goldens.py");
   // The goldens' Llama 3.x prompts print the date llama-server rendered them on, in UTC.
   setenv("TZ", "UTC", 1);
   tzset();

@@ -1,5 +1,5 @@
 // dequantize_row against gguf-py's numpy dequantizers (tests/data/dequant_vectors.bin, written
-// by tools/make_dequant_vectors.py): required BIT-EXACT. Plus fp16/bf16 conversion edge cases,
+// by scripts/make_dequant_vectors.py): required BIT-EXACT. Plus fp16/bf16 conversion edge cases,
 // exhaustive fp16 checks (against F16C where available), and quantize_row_ref round trips.
 #include <boost/test/unit_test.hpp>
 
@@ -21,7 +21,7 @@ using namespace conveyor::model;
 
 namespace {
 
-constexpr const char* vectors_hint = "HINT: re-run tools/make_dequant_vectors.py";
+constexpr const char* vectors_hint = "HINT: re-run scripts/make_dequant_vectors.py";
 
 struct vector_case {
   ggml_type type;

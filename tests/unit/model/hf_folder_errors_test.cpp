@@ -1,6 +1,6 @@
 // What a Hugging Face folder conveyor cannot run gives: one line naming the file and the problem
 // (and the fix where there is one), never a crash. Each case edits a copy of a tiny folder from
-// tools/make_arch_models.py; malformed safetensors files are written by the test itself.
+// scripts/make_arch_models.py; malformed safetensors files are written by the test itself.
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// Hugging Face folders against the GGUF files of the same weights (tools/make_arch_models.py,
+// Hugging Face folders against the GGUF files of the same weights (scripts/make_arch_models.py,
 // the ctest fixture arch_models): for every architecture and dtype the folder's view holds the
 // converter's tensors byte for byte, gives bit-identical logits through the CPU executor, and
 // tokenizes like the GGUF. Sharded folders and ["a", "b"] merges read the same. Mistral's

@@ -1,4 +1,4 @@
-// Test support for Hugging Face folders: copies of the tiny folders tools/make_arch_models.py
+// Test support for Hugging Face folders: copies of the tiny folders scripts/make_arch_models.py
 // writes (build/arch_models), edited JSON files, and safetensors files written from the test.
 #pragma once
 

@@ -28,7 +28,7 @@ std::string arch_models_dir() {
   const std::string d = std::string(CONVEYOR_BINARY_DIR) + "/arch_models";
   BOOST_REQUIRE_MESSAGE(std::filesystem::is_regular_file(d + "/manifest.json"),
                         "tiny architecture models not found in " << d << "; HINT: ctest -R arch_models, or "
-                        ".venv/bin/python tools/make_arch_models.py " << d);
+                        ".venv/bin/python scripts/make_arch_models.py " << d);
   return d;
 }
 

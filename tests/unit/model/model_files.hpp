@@ -11,7 +11,7 @@ namespace conveyor::model::testing {
 std::string temp_path(const std::string& name);
 /// The fetched SmolLM2 GGUF. Fails the current test with "HINT: run ./setup.sh" when absent.
 std::string smollm2_path();
-/// build/arch_models, written by the ctest fixture `arch_models` (tools/make_arch_models.py).
+/// build/arch_models, written by the ctest fixture `arch_models` (scripts/make_arch_models.py).
 /// Fails the current test with the command that writes it when it is absent.
 std::string arch_models_dir();
 

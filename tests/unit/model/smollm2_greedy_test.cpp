@@ -1,5 +1,5 @@
 // SmolLM2-135M-Instruct Q4_1: our greedy continuations equal llama.cpp's on the same weights
-// (tests/data/smollm2_greedy.json, made by tools/make_generation_goldens.py; llama.cpp runs the
+// (tests/data/smollm2_greedy.json, made by scripts/make_generation_goldens.py; llama.cpp runs the
 // Q4_1 weights dequantized to F32, so both multiply in f32), except after a step where
 // llama.cpp's own top-2 logit margin is below 0.1: there float rounding may pick either token.
 // Agreement with llama.cpp's native 8-bit-activation path is logged, not asserted (see the
@@ -21,7 +21,7 @@ BOOST_AUTO_TEST_SUITE(smollm2_greedy)
 
 BOOST_AUTO_TEST_CASE(continuations_equal_llama_cpp) {
   std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/smollm2_greedy.json");
-  BOOST_REQUIRE_MESSAGE(in, "tests/data/smollm2_greedy.json missing; HINT: re-run tools/make_generation_goldens.py");
+  BOOST_REQUIRE_MESSAGE(in, "tests/data/smollm2_greedy.json missing; HINT: re-run scripts/make_generation_goldens.py");
   const auto golden = nlohmann::json::parse(in);
   auto f = gguf_file::open(testing::smollm2_path());
   auto tok = tokenizer::from_gguf(f);

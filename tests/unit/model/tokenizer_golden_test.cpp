@@ -1,5 +1,5 @@
 // The tokenizer on the real SmolLM2-135M-Instruct vocabulary against llama.cpp: every golden case
-// of tests/data/smollm2_tokenize.json (tools/make_tokenizer_goldens.py) must give llama.cpp's ids
+// of tests/data/smollm2_tokenize.json (scripts/make_tokenizer_goldens.py) must give llama.cpp's ids
 // exactly, and decode() llama.cpp's detokenization. Also streams, metadata and encode speed.
 // A missing model file is a failure with a HINT, not a skip.
 #include <boost/test/unit_test.hpp>
@@ -37,7 +37,7 @@ const json& goldens() {
   static const json doc = [] {
     std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/smollm2_tokenize.json");
     BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/smollm2_tokenize.json is missing. HINT: run "
-                                     "tools/make_tokenizer_goldens.py");
+                                     "scripts/make_tokenizer_goldens.py");
     return json::parse(in);
   }();
   return doc;

@@ -1,11 +1,11 @@
 // The tokenizer on llama.cpp's own vocabulary files (models/ggml-vocab-{qwen2,llama-spm,llama-bpe}.gguf
-// of the llama.cpp source tools/fetch_llama_src.sh unpacks: Qwen2, SentencePiece as in Llama 2 and
-// Mistral 7B, Llama 3) against tests/data/vocab_goldens.json (tools/make_vocab_goldens.py: ids from
+// of the llama.cpp source scripts/fetch_llama_src.sh unpacks: Qwen2, SentencePiece as in Llama 2 and
+// Mistral 7B, Llama 3) against tests/data/vocab_goldens.json (scripts/make_vocab_goldens.py: ids from
 // llama-tokenize, text from llama_detokenize). Every case must give llama.cpp's ids exactly, with
 // and without BOS, and decode()/piece() its text; end-of-generation ids must match too. Also: the
 // SentencePiece pieces (▁ as space, byte tokens) drive an XGrammar constraint byte for byte.
 // The source directory: $CONVEYOR_LLAMA_SRC, else ${CONVEYOR_CACHE:-~/.cache/conveyor}/llama.cpp-<v>/src
-// as tools/fetch_llama_src.sh lays it out. A missing vocabulary file fails with a HINT, never skips.
+// as scripts/fetch_llama_src.sh lays it out. A missing vocabulary file fails with a HINT, never skips.
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -30,7 +30,7 @@ namespace {
 const json& goldens() {
   static const json doc = [] {
     std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/vocab_goldens.json");
-    BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/vocab_goldens.json is missing. HINT: run tools/make_vocab_goldens.py");
+    BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/vocab_goldens.json is missing. HINT: run scripts/make_vocab_goldens.py");
     return json::parse(in);
   }();
   return doc;
@@ -49,17 +49,17 @@ const json& golden_of(const std::string& file) {
   for (const json& v : goldens().at("vocabs")) {
     if (v.at("file") == file) return v;
   }
-  BOOST_FAIL("no '" << file << "' in tests/data/vocab_goldens.json. HINT: run tools/make_vocab_goldens.py");
+  BOOST_FAIL("no '" << file << "' in tests/data/vocab_goldens.json. HINT: run scripts/make_vocab_goldens.py");
   throw std::logic_error("unreachable");
 }
 
 tokenizer load(const json& g) {
   const fs::path path = llama_src() / "models" / g.at("file").get<std::string>();
-  BOOST_REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing. HINT: run tools/fetch_llama_src.sh "
+  BOOST_REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing. HINT: run scripts/fetch_llama_src.sh "
                                                            "(setup.sh does), or set CONVEYOR_LLAMA_SRC");
   BOOST_REQUIRE_MESSAGE(fs::file_size(path) == g.at("bytes").get<uintmax_t>(),
                         path.string() << " is not the file the goldens were made from. HINT: re-run "
-                                         "tools/fetch_llama_src.sh, then tools/make_vocab_goldens.py");
+                                         "scripts/fetch_llama_src.sh, then scripts/make_vocab_goldens.py");
   return tokenizer::from_gguf(gguf_file::open(path.string()));
 }
 

@@ -1,4 +1,4 @@
-// Test helper: schemas/vectors/protocol_vectors.json (written by tools/make_protocol_vectors.py).
+// Test helper: schemas/vectors/protocol_vectors.json (written by scripts/make_protocol_vectors.py).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ inline const nlohmann::json& vectors() {
     std::ifstream in(CONVEYOR_PROTOCOL_VECTORS);
     if (!in)
       throw std::runtime_error(std::string("cannot open ") + CONVEYOR_PROTOCOL_VECTORS +
-                               "; HINT: run tools/make_protocol_vectors.py");
+                               "; HINT: run scripts/make_protocol_vectors.py");
     return nlohmann::json::parse(in);
   }();
   return doc;

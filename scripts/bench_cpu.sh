@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# conveyor's CPU executor next to llama.cpp on this machine, in one run (issue 13): a thin wrapper
+# around scripts/bench_cpu_vs_llamacpp.py, which builds llama.cpp from source when it is missing
+# (scripts/build_llama_cpp.sh) and prints one markdown table. Arguments pass through:
+#
+#   scripts/bench_cpu.sh [--only decode,steps,prefill,serve,memory,llama3-8b] [--threads N] [--json FILE]
+#   PYTHON=/path/to/python scripts/bench_cpu.sh   (default: .venv/bin/python; needs numpy and gguf)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec "${PYTHON:-.venv/bin/python}" scripts/bench_cpu_vs_llamacpp.py "$@"

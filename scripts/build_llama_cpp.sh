@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds llama.cpp from source for scripts/bench_cpu_vs_llamacpp.py: the copy vendored in the
+# llama-cpp-python 0.3.36 source distribution on PyPI (the only pinned, reachable source we have).
+# CPU only (Release, -march=native, no curl, no GPU backends). Idempotent: skips work already done.
+#
+#   scripts/build_llama_cpp.sh            # -> ${CONVEYOR_CACHE:-~/.cache/conveyor}/llama.cpp-0.3.36/bin
+#   JOBS=2 NICE=10 scripts/build_llama_cpp.sh
+set -euo pipefail
+
+version=0.3.36
+cache=${CONVEYOR_CACHE:-$HOME/.cache/conveyor}
+root=$cache/llama.cpp-$version
+src=$root/src
+build=$root/build
+bin=$root/bin
+jobs=${JOBS:-2}
+nice_level=${NICE:-10}
+targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize llama-tokenize)
+
+say() { echo "[build_llama_cpp] $*" >&2; }
+die() { echo "[build_llama_cpp] error: $*" >&2; exit 1; }
+
+# $bin/BUILT lists the targets the last build produced (a version may lack some of ours).
+all_built() {
+  local t
+  [[ -f $bin/BUILT ]] || return 1
+  [[ $(cat "$bin/REQUESTED" 2>/dev/null) == "${targets[*]}" ]] || return 1  # a target was added
+  for t in $(cat "$bin/BUILT"); do [[ -x $bin/$t ]] || return 1; done
+}
+
+if all_built; then
+  say "already built: $bin"
+  echo "$bin"
+  exit 0
+fi
+
+for tool in cmake c++ cc; do
+  command -v "$tool" >/dev/null || die "'$tool' not found. HINT: apt-get install cmake g++ (or build-essential)"
+done
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+src=$(PYTHON=${PYTHON:-} "$(dirname "$0")/fetch_llama_src.sh") || die "could not fetch the llama.cpp source"
+for d in tools/server tools/llama-bench tools/batched-bench tools/quantize; do
+  [[ -d $src/$d ]] || die "$src/$d missing: the vendored llama.cpp lacks a tool we need"
+done
+
+say "configuring in $build"
+nice -n "$nice_level" cmake -S "$src" -B "$build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+  -DBUILD_SHARED_LIBS=OFF >&2
+
+start=$(date +%s)
+# Targets missing from this llama.cpp version (llama-cli/llama-simple move around) are skipped.
+present=()
+for t in "${targets[@]}"; do
+  if cmake --build "$build" --target help 2>/dev/null | grep -qE "(^|[ :])$t(:|$| )"; then
+    present+=("$t")
+  else
+    say "target $t not in this llama.cpp; skipping"
+  fi
+done
+say "building ${present[*]} with -j$jobs under nice $nice_level (takes a while on few cores)"
+nice -n "$nice_level" cmake --build "$build" -j "$jobs" --target "${present[@]}" >&2
+mkdir -p "$bin"
+for t in "${present[@]}"; do
+  cp -f "$build/bin/$t" "$bin/$t"
+done
+echo "${present[*]}" > "$bin/BUILT"
+echo "${targets[*]}" > "$bin/REQUESTED"
+all_built || die "build finished but binaries are missing from $bin"
+say "built in $(( $(date +%s) - start )) s; binaries in $bin"
+echo "$bin"
