@@ -41,7 +41,7 @@ enum class tensor_when : uint8_t {
 enum class tensor_group : uint8_t { none, qkv, qkv_bias, gate_up };
 
 /// The row order a Hugging Face checkpoint's tensor needs in the GGUF layout when the
-/// architecture's RoPE turns adjacent pairs (rope_pairs::norm, llama): rows permuted per head as
+/// architecture's RoPE rotates adjacent pairs (rope_pairs::norm, llama): rows permuted per head as
 /// convert_hf_to_gguf.py's LlamaModel.permute does, over n_head (q) or n_head_kv (kv) heads.
 enum class hf_permute : uint8_t { none, q_heads, kv_heads };
 
