@@ -137,7 +137,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   // RoPE table with the CPU's own angle function (bit-identical angles, divisors and linear
   // scaling included).
   std::vector<float> freqs;
-  if (f && cfg_.has_rope_freqs) freqs = model::load_tensor_f32(*f, "rope_freqs.weight", cfg_.n_rot / 2);
+  if (f && cfg_.has_rope_freqs) freqs = model::load_tensor_f32(*f, model::tensor_id::rope_freqs, model::tensor_params::of(cfg_));
   {
     const int32_t half = cfg_.n_rot / 2;
     std::vector<float2> table(static_cast<size_t>(max_len) * half);

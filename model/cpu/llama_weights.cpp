@@ -1,26 +1,30 @@
-// Maps a Llama GGUF's tensors: shape- and type-checked views for the matrices, f32 copies of the
-// norms.
+// Maps a Llama GGUF's tensors, named and shaped by the tensor table: shape- and type-checked views
+// for the matrices, f32 copies of the norms.
 #include "model/cpu/llama_weights.hpp"
 
-#include <initializer_list>
+#include <span>
 
 #include "model/cpu/qmm.hpp"
 #include "model/formats/dequant.hpp"
 #include "model/formats/gguf.hpp"
 #include "model/formats/tensor_load.hpp"
+#include "model/formats/tensor_table.hpp"
 
 namespace conveyor::model {
 namespace {
 
-/// Stacks the tensors `names`, each [k, rows_i], into q.
-qmatrix stacked(const gguf_file& f, std::initializer_list<std::pair<std::string, int64_t>> names, int64_t k) {
+/// The tensors `rows` of `layer`, each [ne0, ne1], stacked into one matrix (one row of the table
+/// alone, or a fused group's rows in slot order).
+qmatrix stacked(const gguf_file& f, const tensor_params& p, std::span<const tensor_row> rows, int32_t layer = 0) {
   qmatrix q;
-  for (const auto& [name, rows] : names) {
-    const gguf_tensor_info& t = checked_tensor(f, name, k, rows);
+  for (const tensor_row& r : rows) {
+    const std::string name = gguf_name(r, layer);
+    const int64_t k = p.ne0(r), n = p.ne1(r);
+    const gguf_tensor_info& t = checked_tensor(f, name, k, n);
     if (!qmm_supports(t.type))
       throw model_error(f.path() + ": tensor '" + name + "' has type " + type_name(t.type) +
                         ", which conveyor cannot run (supported: " + kSupportedTensorTypes + ")");
-    if (!q.append(t.type, f.tensor_data(t), static_cast<int32_t>(rows), static_cast<int32_t>(k)))
+    if (!q.append(t.type, f.tensor_data(t), static_cast<int32_t>(n), static_cast<int32_t>(k)))
       throw model_error(f.path() + ": tensor '" + name + "' (" + type_name(t.type) + ") has rows of " + std::to_string(k) +
                         " elements, which is not a multiple of its block of " + std::to_string(block_elems(t.type)) +
                         " and of 32");
@@ -28,43 +32,35 @@ qmatrix stacked(const gguf_file& f, std::initializer_list<std::pair<std::string,
   return q;
 }
 
-/// Layer l's Q, K and V biases end to end, as the fused QKV product's row lays them out. (The
-/// CUDA weights load them on their own: the GPU-vs-CPU tests compare two independent paths.)
-std::vector<float> load_qkv_bias(const gguf_file& f, const llama_config& c, int32_t l) {
-  const std::string p = "blk." + std::to_string(l) + ".";
-  const int64_t q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_head_kv} * c.head_dim;
-  std::vector<float> b = load_tensor_f32(f, p + "attn_q.bias", q);
-  for (const char* t : {"attn_k.bias", "attn_v.bias"}) {
-    const std::vector<float> v = load_tensor_f32(f, p + t, kv);
-    b.insert(b.end(), v.begin(), v.end());
-  }
-  return b;
+qmatrix stacked(const gguf_file& f, const tensor_params& p, tensor_id id, int32_t layer = 0) {
+  return stacked(f, p, std::span<const tensor_row>(&tensor_spec(id), 1), layer);
 }
 
 } // namespace
 
 llama_weights llama_weights::map(const gguf_file& f, const llama_config& c) {
   llama_weights w;
-  const int64_t d = c.n_embd, q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_head_kv} * c.head_dim;
-  w.token_embd = stacked(f, {{"token_embd.weight", c.vocab_size}}, d);
-  w.output_norm = load_tensor_f32(f, "output_norm.weight", d);
-  w.lm_head = c.tied_output ? w.token_embd : stacked(f, {{"output.weight", c.vocab_size}}, d);
-  if (c.has_rope_freqs) w.rope_freqs = load_tensor_f32(f, "rope_freqs.weight", c.n_rot / 2);
+  const tensor_params p = tensor_params::of(c);
+  w.token_embd = stacked(f, p, tensor_id::token_embd);
+  w.output_norm = load_tensor_f32(f, tensor_id::output_norm, p);
+  w.lm_head = c.tied_output ? w.token_embd : stacked(f, p, tensor_id::output);
+  if (c.has_rope_freqs) w.rope_freqs = load_tensor_f32(f, tensor_id::rope_freqs, p);
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
     layer_weights& L = w.layers[static_cast<size_t>(l)];
-    L.attn_norm = load_tensor_f32(f, p + "attn_norm.weight", d);
-    L.wqkv = stacked(f, {{p + "attn_q.weight", q}, {p + "attn_k.weight", kv}, {p + "attn_v.weight", kv}}, d);
-    if (c.qkv_bias) L.qkv_bias = load_qkv_bias(f, c, l);
+    L.attn_norm = load_tensor_f32(f, tensor_id::attn_norm, p, l);
+    L.wqkv = stacked(f, p, group_rows(tensor_group::qkv), l);
+    // Q, K and V biases end to end, as the fused QKV product's row lays them out. (The CUDA
+    // upload walks the same rows on its own: the GPU-vs-CPU tests compare two loading paths.)
+    if (c.qkv_bias) L.qkv_bias = load_group_f32(f, tensor_group::qkv_bias, p, l);
     if (c.qk_norm) {
-      L.q_norm = load_tensor_f32(f, p + "attn_q_norm.weight", c.head_dim);
-      L.k_norm = load_tensor_f32(f, p + "attn_k_norm.weight", c.head_dim);
+      L.q_norm = load_tensor_f32(f, tensor_id::attn_q_norm, p, l);
+      L.k_norm = load_tensor_f32(f, tensor_id::attn_k_norm, p, l);
     }
-    L.wo = stacked(f, {{p + "attn_output.weight", d}}, q);
-    L.ffn_norm = load_tensor_f32(f, p + "ffn_norm.weight", d);
-    L.gate_up = stacked(f, {{p + "ffn_gate.weight", c.n_ff}, {p + "ffn_up.weight", c.n_ff}}, d);
-    L.down = stacked(f, {{p + "ffn_down.weight", d}}, c.n_ff);
+    L.wo = stacked(f, p, tensor_id::attn_output, l);
+    L.ffn_norm = load_tensor_f32(f, tensor_id::ffn_norm, p, l);
+    L.gate_up = stacked(f, p, group_rows(tensor_group::gate_up), l);
+    L.down = stacked(f, p, tensor_id::ffn_down, l);
   }
   return w;
 }

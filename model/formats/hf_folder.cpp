@@ -18,6 +18,7 @@
 #include "model/formats/hf_json.hpp"
 #include "model/formats/llama_config.hpp"
 #include "model/formats/safetensors.hpp"
+#include "model/formats/tensor_table.hpp"
 
 namespace conveyor::model {
 namespace {
@@ -210,13 +211,23 @@ gguf_file open_folder(const fs::path& dir, hf_tokenizer_reader add_tokenizer) {
   const auto rope_type = json_string(rope, "rope_type", cfg_path) ? json_string(rope, "rope_type", cfg_path) : json_string(rope, "type", cfg_path);
 
   builder b{dir.string(), hf, open_weights(dir), {}, {}, {}};
-  const auto embd = b.w.by_name.find("model.embed_tokens.weight");
+  const std::string embd_name = hf_name(tensor_spec(tensor_id::token_embd));
+  const auto embd = b.w.by_name.find(embd_name);
   const int64_t n_vocab = json_int(cfg, "vocab_size", cfg_path)
                               .value_or(embd != b.w.by_name.end() && embd->second->shape.size() == 2 ? embd->second->shape[0] : 0);
-  if (n_vocab <= 0) fail(cfg_path, "missing 'vocab_size' and no model.embed_tokens.weight to take it from");
+  if (n_vocab <= 0) fail(cfg_path, "missing 'vocab_size' and no " + embd_name + " to take it from");
+  // The tensor table's sizes and switches: Q/K/V biases in qwen2, Q/K norms in qwen3 (a llama
+  // folder with attention_bias is refused as an unexpected tensor).
+  const tensor_params tp{.embd = d, .q = n_head * hd, .kv = n_kv * hd, .ff = n_ff, .head = hd, .vocab = n_vocab,
+                         .rope_half = hd / 2, .tied_output = tied, .qkv_bias = A == "qwen2", .qk_norm = A == "qwen3"};
+  // Row r of layer l; Q and K rows permuted for llama's adjacent-pair RoPE.
+  const auto map_row = [&](const tensor_row& r, int32_t l) {
+    const int64_t heads = !is_llama ? 0 : r.permute == hf_permute::q_heads ? n_head : r.permute == hf_permute::kv_heads ? n_kv : 0;
+    b.map(hf_name(r, l), gguf_name(r, l), tp.hf_shape(r), heads);
+  };
   // The embedding (a view, nothing copied) first: vocab_size is checked against its rows before
   // the tokenizer allocates a token per id, so a typo there fails fast instead of filling memory.
-  b.map("model.embed_tokens.weight", "token_embd.weight", {n_vocab, d});
+  map_row(tensor_spec(tensor_id::token_embd), 0);
 
   gguf_kvs tokenizer_kvs;  // before any weight is copied: an unsupported tokenizer fails fast
   add_tokenizer(dir.string(), cfg, n_vocab, tokenizer_kvs);
@@ -252,40 +263,21 @@ gguf_file open_folder(const fs::path& dir, hf_tokenizer_reader add_tokenizer) {
     kvs.emplace_back(A + ".rope.dimension_count", gguf_u32(uint32_t(hd)));
   }
 
-  const int64_t q = n_head * hd, kv = n_kv * hd;
   const ggml_type et = b.tensors.front().info.type;  // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32
   kvs.emplace_back("general.file_type", gguf_u32(et == ggml_type::f32 ? 0 : et == ggml_type::f16 ? 1 : 32));
   if (rope_type && *rope_type == "llama3") {
     auto factors = llama3_rope_factors(rope, float(theta.value_or(10000.0)), hd, cfg_path);
     auto* out = reinterpret_cast<float*>(b.own(factors.size() * sizeof(float)));
     std::memcpy(out, factors.data(), factors.size() * sizeof(float));
-    b.add("rope_freqs.weight", ggml_type::f32, {int64_t(factors.size())}, reinterpret_cast<const uint8_t*>(out));
+    b.add(gguf_name(tensor_id::rope_freqs), ggml_type::f32, {int64_t(factors.size())}, reinterpret_cast<const uint8_t*>(out));
   }
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
-    b.map(p + "input_layernorm.weight", g + "attn_norm.weight", {d});
-    b.map(p + "self_attn.q_proj.weight", g + "attn_q.weight", {q, d}, is_llama ? n_head : 0);
-    b.map(p + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, d}, is_llama ? n_kv : 0);
-    b.map(p + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, d});
-    if (A == "qwen2") {
-      b.map(p + "self_attn.q_proj.bias", g + "attn_q.bias", {q});
-      b.map(p + "self_attn.k_proj.bias", g + "attn_k.bias", {kv});
-      b.map(p + "self_attn.v_proj.bias", g + "attn_v.bias", {kv});
-    }
-    if (A == "qwen3") {
-      b.map(p + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {hd});
-      b.map(p + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {hd});
-    }
-    b.map(p + "self_attn.o_proj.weight", g + "attn_output.weight", {d, q});
-    b.map(p + "post_attention_layernorm.weight", g + "ffn_norm.weight", {d});
-    b.map(p + "mlp.gate_proj.weight", g + "ffn_gate.weight", {n_ff, d});
-    b.map(p + "mlp.up_proj.weight", g + "ffn_up.weight", {n_ff, d});
-    b.map(p + "mlp.down_proj.weight", g + "ffn_down.weight", {d, n_ff});
-  }
-  b.map("model.norm.weight", "output_norm.weight", {d});
-  if (!tied) b.map("lm_head.weight", "output.weight", {n_vocab, d});
+  for (int32_t l = 0; l < n_layer; ++l)
+    for (const tensor_row& r : tensor_table())
+      if (r.per_layer && tp.reads(r)) map_row(r, l);
+  map_row(tensor_spec(tensor_id::output_norm), 0);
+  if (!tied) map_row(tensor_spec(tensor_id::output), 0);
   for (const auto& [name, t] : b.w.by_name) {
-    const bool ignored = name.ends_with(".rotary_emb.inv_freq") || (tied && name == "lm_head.weight");
+    const bool ignored = name.ends_with(".rotary_emb.inv_freq") || (tied && name == hf_name(tensor_spec(tensor_id::output)));
     if (!b.used.contains(name) && !ignored)
       fail(dir.string(), "unexpected tensor '" + name + "': " + hf + " as conveyor runs it has no such weight (biases, MoE and other variants are not supported)");
   }

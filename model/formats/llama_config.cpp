@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/formats/gguf.hpp"
+#include "model/formats/tensor_table.hpp"
 
 namespace conveyor::model {
 namespace {
@@ -35,25 +36,6 @@ int32_t required_int(const gguf_file& f, const std::string& key) {
   if (!v) fail(f, "missing metadata key '" + key + "'");
   if (*v <= 0 || *v > (int64_t{1} << 30)) fail(f, "metadata '" + key + "' = " + std::to_string(*v) + " is out of range");
   return static_cast<int32_t>(*v);
-}
-
-/// The tensor names the graph of `c` reads. llama.cpp refuses a file with any other tensor
-/// ("wrong number of tensors") or applies it; ignoring one would change the output silently.
-std::vector<std::string> graph_tensors(const llama_config& c) {
-  std::vector<std::string> n{"token_embd.weight", "output_norm.weight"};
-  if (!c.tied_output) n.push_back("output.weight");
-  if (c.has_rope_freqs) n.push_back("rope_freqs.weight");
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    for (const char* t : {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-                          "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
-      n.push_back(p + t);
-    if (c.qkv_bias)
-      for (const char* t : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) n.push_back(p + t);
-    if (c.qk_norm)
-      for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"}) n.push_back(p + t);
-  }
-  return n;
 }
 
 } // namespace
@@ -124,18 +106,19 @@ llama_config llama_config::from_gguf(const gguf_file& f) {
                 "; " + c.arch + " rotates whole heads");
   c.validate(f.path());
 
-  const auto* embd = f.find_tensor("token_embd.weight");
-  if (!embd) fail(f, "missing tensor 'token_embd.weight'");
+  const std::string embd_name = gguf_name(tensor_id::token_embd);
+  const auto* embd = f.find_tensor(embd_name);
+  if (!embd) fail(f, "missing tensor '" + embd_name + "'");
   if (embd->ne[0] != c.n_embd)
-    fail(f, "token_embd.weight has width " + std::to_string(embd->ne[0]) + ", expected embedding_length " + std::to_string(c.n_embd));
+    fail(f, embd_name + " has width " + std::to_string(embd->ne[0]) + ", expected embedding_length " + std::to_string(c.n_embd));
   c.vocab_size = static_cast<int32_t>(embd->ne[1]);
   if (auto vs = f.get_int(k + "vocab_size"); vs && *vs != c.vocab_size)
     fail(f, k + "vocab_size " + std::to_string(*vs) + " differs from token_embd rows " + std::to_string(c.vocab_size));
-  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.tied_output = f.find_tensor(gguf_name(tensor_id::output)) == nullptr;
   // Optional in llama.cpp's llama and qwen3 graphs (a checkpoint with attention_bias), required in qwen2's.
-  c.qkv_bias = c.qkv_bias || f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qkv_bias = c.qkv_bias || f.find_tensor(gguf_name(tensor_id::attn_q_bias, 0)) != nullptr;
   // Only the llama graph reads rope_freqs; in another architecture it is an unknown tensor (refused).
-  c.has_rope_freqs = c.arch == "llama" && f.find_tensor("rope_freqs.weight") != nullptr;
+  c.has_rope_freqs = c.arch == "llama" && f.find_tensor(gguf_name(tensor_id::rope_freqs)) != nullptr;
   const std::vector<std::string> used = graph_tensors(c);
   const std::unordered_set<std::string_view> known(used.begin(), used.end());
   for (const gguf_tensor_info& t : f.tensors())

@@ -42,4 +42,18 @@ std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, 
   return out;
 }
 
+std::vector<float> load_tensor_f32(const gguf_file& f, tensor_id id, const tensor_params& p, int32_t layer) {
+  const tensor_row& r = tensor_spec(id);
+  return load_tensor_f32(f, gguf_name(r, layer), p.ne0(r), p.ne1(r));
+}
+
+std::vector<float> load_group_f32(const gguf_file& f, tensor_group g, const tensor_params& p, int32_t layer) {
+  std::vector<float> out;
+  for (const tensor_row& r : group_rows(g)) {
+    const std::vector<float> v = load_tensor_f32(f, r.id, p, layer);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
 } // namespace conveyor::model

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/formats/tensor_table.hpp"
+
 namespace conveyor::model {
 
 class gguf_file;
@@ -23,5 +25,12 @@ const gguf_tensor_info& checked_tensor(const gguf_file& f, const std::string& na
 /// (ne1, ne0) f32 matrix. Throws model_error when it is missing, has another shape, or has
 /// a type conveyor cannot dequantize.
 std::vector<float> load_tensor_f32(const gguf_file& f, const std::string& name, int64_t ne0, int64_t ne1 = 1);
+
+/// load_tensor_f32 of the table's tensor `id` (model/formats/tensor_table.hpp) in `layer`, shaped by `p`.
+std::vector<float> load_tensor_f32(const gguf_file& f, tensor_id id, const tensor_params& p, int32_t layer = 0);
+
+/// The tensors of group `g` in `layer` as f32, end to end in slot order: the fused vector (Q, K
+/// and V biases as the fused QKV product's row lays them out).
+std::vector<float> load_group_f32(const gguf_file& f, tensor_group g, const tensor_params& p, int32_t layer);
 
 } // namespace conveyor::model
