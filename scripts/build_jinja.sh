@@ -91,7 +91,7 @@ mkdir -p "$work/shim"
 
 # json.cpp wants GGML_ASSERT from ggml.h (for nlohmann's JSON_ASSERT) and nothing else from ggml.
 cat >"$work/shim/ggml.h" <<'EOF'
-// Shim for llama.cpp's common/json.cpp, written by conveyor's tools/build_jinja.sh.
+// Shim for llama.cpp's common/json.cpp, written by conveyor's scripts/build_jinja.sh.
 #pragma once
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden logits and greedy tokens from llama.cpp for the tiny models of tools/make_arch_models.py.
+"""Golden logits and greedy tokens from llama.cpp for the tiny models of scripts/make_arch_models.py.
 
   python scripts/make_arch_goldens.py [--out tests/data/arch_goldens.json]
 

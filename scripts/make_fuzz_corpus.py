@@ -134,7 +134,7 @@ def dictionary():
     def entry(b):
         return '"' + "".join(chr(c) if 0x20 <= c < 0x7F and chr(c) not in '"\\' else f"\\x{c:02x}"
                              for c in b) + '"'
-    lines = ["# libFuzzer dictionary for fuzz_decode, written by tools/make_fuzz_corpus.py.",
+    lines = ["# libFuzzer dictionary for fuzz_decode, written by scripts/make_fuzz_corpus.py.",
              "# The protocol's keys, ops and values as msgpack fixstrs, and msgpack type bytes."]
     for word in KEYS + OPS + VALUES:
         lines.append(entry(fixstr(word)))

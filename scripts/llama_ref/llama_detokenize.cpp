@@ -9,7 +9,7 @@
 //   llama_detokenize(remove_special=false, unparse_special=false)
 //   llama_detokenize(remove_special=false, unparse_special=true)
 //   the pieces llama_token_to_piece(lstrip=0, special=false) of each id, joined by ','  ("-" if none)
-// Built by scripts/llama_ref/build.sh llama_detokenize against the static libraries of tools/build_llama_cpp.sh.
+// Built by scripts/llama_ref/build.sh llama_detokenize against the static libraries of scripts/build_llama_cpp.sh.
 #include <cstdio>
 #include <iostream>
 #include <sstream>
