@@ -9,20 +9,10 @@
 # Prefix: the first of -DLLAMA_JINJA_ROOT=..., the LLAMA_JINJA_ROOT environment variable,
 # /usr/local/llama-jinja. Only that one prefix is searched, so an explicit root never silently
 # falls back to another copy.
-if(NOT LLAMA_JINJA_ROOT AND DEFINED ENV{LLAMA_JINJA_ROOT} AND NOT "$ENV{LLAMA_JINJA_ROOT}" STREQUAL "")
-  set(LLAMA_JINJA_ROOT "$ENV{LLAMA_JINJA_ROOT}")
-endif()
-if(NOT LLAMA_JINJA_ROOT)
-  set(LLAMA_JINJA_ROOT /usr/local/llama-jinja)
-endif()
-set(LLAMA_JINJA_ROOT "${LLAMA_JINJA_ROOT}" CACHE PATH "Prefix of the llama.cpp Jinja install (scripts/build_jinja.sh)")
-# Re-search when the root changed since the last configure (find_* results are cached).
-if(DEFINED _LLAMA_JINJA_ROOT_LAST AND NOT _LLAMA_JINJA_ROOT_LAST STREQUAL LLAMA_JINJA_ROOT)
-  unset(LlamaJinja_INCLUDE_DIR CACHE)
-  unset(LlamaJinja_LIBRARY CACHE)
-  unset(LlamaJinja_TEMPLATES_DIR CACHE)
-endif()
-set(_LLAMA_JINJA_ROOT_LAST "${LLAMA_JINJA_ROOT}" CACHE INTERNAL "")
+include("${CMAKE_CURRENT_LIST_DIR}/ConveyorPrefix.cmake")
+conveyor_install_prefix(LLAMA_JINJA_ROOT /usr/local/llama-jinja
+  "Prefix of the llama.cpp Jinja install (scripts/build_jinja.sh)"
+  LlamaJinja_INCLUDE_DIR LlamaJinja_LIBRARY LlamaJinja_TEMPLATES_DIR)
 
 find_path(LlamaJinja_INCLUDE_DIR NAMES llama-jinja/jinja/runtime.h
   HINTS "${LLAMA_JINJA_ROOT}" PATH_SUFFIXES include NO_DEFAULT_PATH)
@@ -34,11 +24,8 @@ mark_as_advanced(LlamaJinja_INCLUDE_DIR LlamaJinja_LIBRARY LlamaJinja_TEMPLATES_
 
 # The version comes from the stamp file the build script writes last ("<version> <sha256> <recipe>").
 unset(LlamaJinja_VERSION)
-if(LlamaJinja_INCLUDE_DIR AND EXISTS "${LlamaJinja_INCLUDE_DIR}/../.llama-jinja-stamp")
-  file(READ "${LlamaJinja_INCLUDE_DIR}/../.llama-jinja-stamp" _llama_jinja_stamp)
-  if(_llama_jinja_stamp MATCHES "^([0-9][0-9A-Za-z.+-]*) ")
-    set(LlamaJinja_VERSION "${CMAKE_MATCH_1}")
-  endif()
+if(LlamaJinja_INCLUDE_DIR)
+  conveyor_stamp_version(LlamaJinja_VERSION "${LlamaJinja_INCLUDE_DIR}/../.llama-jinja-stamp")
 endif()
 
 if(LlamaJinja_FIND_REQUIRED AND NOT (LlamaJinja_INCLUDE_DIR AND LlamaJinja_LIBRARY))

@@ -8,21 +8,10 @@
 # Prefix: the first of -DXGRAMMAR_ROOT=..., the XGRAMMAR_ROOT environment variable,
 # /usr/local/xgrammar. Only that one prefix is searched, so an explicit root never silently falls
 # back to another copy.
-if(NOT XGRAMMAR_ROOT AND DEFINED ENV{XGRAMMAR_ROOT} AND NOT "$ENV{XGRAMMAR_ROOT}" STREQUAL "")
-  set(XGRAMMAR_ROOT "$ENV{XGRAMMAR_ROOT}")
-endif()
-if(NOT XGRAMMAR_ROOT)
-  set(XGRAMMAR_ROOT /usr/local/xgrammar)
-endif()
-set(XGRAMMAR_ROOT "${XGRAMMAR_ROOT}" CACHE PATH "Prefix of the XGrammar install (scripts/build_xgrammar.sh)")
+include("${CMAKE_CURRENT_LIST_DIR}/ConveyorPrefix.cmake")
+conveyor_install_prefix(XGRAMMAR_ROOT /usr/local/xgrammar "Prefix of the XGrammar install (scripts/build_xgrammar.sh)"
+  XGrammar_INCLUDE_DIR XGrammar_DLPACK_INCLUDE_DIR XGrammar_LIBRARY)
 set(_xgrammar_hints "${XGRAMMAR_ROOT}")
-# Re-search when the root changed since the last configure (find_* results are cached).
-if(DEFINED _XGRAMMAR_ROOT_LAST AND NOT _XGRAMMAR_ROOT_LAST STREQUAL XGRAMMAR_ROOT)
-  unset(XGrammar_INCLUDE_DIR CACHE)
-  unset(XGrammar_DLPACK_INCLUDE_DIR CACHE)
-  unset(XGrammar_LIBRARY CACHE)
-endif()
-set(_XGRAMMAR_ROOT_LAST "${XGRAMMAR_ROOT}" CACHE INTERNAL "")
 
 find_path(XGrammar_INCLUDE_DIR NAMES xgrammar/xgrammar.h
   HINTS ${_xgrammar_hints} PATH_SUFFIXES include NO_DEFAULT_PATH)
@@ -34,11 +23,8 @@ mark_as_advanced(XGrammar_INCLUDE_DIR XGrammar_DLPACK_INCLUDE_DIR XGrammar_LIBRA
 
 # The version comes from the stamp file the build script writes last ("<version> <sha256>").
 unset(XGrammar_VERSION)
-if(XGrammar_INCLUDE_DIR AND EXISTS "${XGrammar_INCLUDE_DIR}/../.xgrammar-stamp")
-  file(READ "${XGrammar_INCLUDE_DIR}/../.xgrammar-stamp" _xgrammar_stamp)
-  if(_xgrammar_stamp MATCHES "^([0-9][0-9A-Za-z.+-]*) ")
-    set(XGrammar_VERSION "${CMAKE_MATCH_1}")
-  endif()
+if(XGrammar_INCLUDE_DIR)
+  conveyor_stamp_version(XGrammar_VERSION "${XGrammar_INCLUDE_DIR}/../.xgrammar-stamp")
 endif()
 
 if(XGrammar_FIND_REQUIRED AND NOT (XGrammar_INCLUDE_DIR AND XGrammar_DLPACK_INCLUDE_DIR AND XGrammar_LIBRARY))

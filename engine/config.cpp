@@ -2,37 +2,26 @@
 
 #include <algorithm>
 
+#include "engine/enum_names.hpp"
+
 #include <cmath>
 
 namespace conveyor {
 
-const char* to_string(scheduling_policy policy) {
-  switch (policy) {
-    case scheduling_policy::fcfs: return "fcfs";
-    case scheduling_policy::priority: return "priority";
-  }
-  return "?";
-}
+namespace {
 
-const char* to_string(batching_mode mode) {
-  switch (mode) {
-    case batching_mode::continuous: return "continuous";
-    case batching_mode::static_batch: return "static";
-  }
-  return "?";
-}
+constexpr auto policy_names =
+    make_enum_names<scheduling_policy>({{scheduling_policy::fcfs, "fcfs"}, {scheduling_policy::priority, "priority"}});
+constexpr auto batching_names =
+    make_enum_names<batching_mode>({{batching_mode::continuous, "continuous"}, {batching_mode::static_batch, "static"}});
 
-std::optional<scheduling_policy> parse_scheduling_policy(const std::string& text) {
-  if (text == "fcfs") return scheduling_policy::fcfs;
-  if (text == "priority") return scheduling_policy::priority;
-  return std::nullopt;
-}
+} // namespace
 
-std::optional<batching_mode> parse_batching_mode(const std::string& text) {
-  if (text == "continuous") return batching_mode::continuous;
-  if (text == "static") return batching_mode::static_batch;
-  return std::nullopt;
-}
+const char* to_string(scheduling_policy policy) { return policy_names.name(policy); }
+const char* to_string(batching_mode mode) { return batching_names.name(mode); }
+
+std::optional<scheduling_policy> parse_scheduling_policy(const std::string& text) { return policy_names.parse(text); }
+std::optional<batching_mode> parse_batching_mode(const std::string& text) { return batching_names.parse(text); }
 
 std::string scheduler_config::validate() const {
   if (max_num_seqs < 1)

@@ -1,29 +1,25 @@
 #include "engine/job_types.hpp"
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor {
 
-const char* to_string(job_state state) {
-  switch (state) {
-    case job_state::queued: return "queued";
-    case job_state::running: return "running";
-    case job_state::finished: return "finished";
-    case job_state::cancelled: return "cancelled";
-    case job_state::failed: return "failed";
-  }
-  return "?";
-}
+namespace {
 
-const char* to_string(error_code code) {
-  switch (code) {
-    case error_code::bad_request: return "bad_request";
-    case error_code::too_long: return "too_long";
-    case error_code::overloaded: return "overloaded";
-    case error_code::duplicate: return "duplicate";
-    case error_code::not_found: return "not_found";
-    case error_code::shutting_down: return "shutting_down";
-    case error_code::internal: return "internal";
-  }
-  return "internal";
-}
+constexpr auto job_state_names = make_enum_names<job_state>(
+    {{job_state::queued, "queued"}, {job_state::running, "running"}, {job_state::finished, "finished"},
+     {job_state::cancelled, "cancelled"}, {job_state::failed, "failed"}});
+constexpr auto error_code_names = make_enum_names<error_code>(
+    {{error_code::bad_request, "bad_request"}, {error_code::too_long, "too_long"},
+     {error_code::overloaded, "overloaded"}, {error_code::duplicate, "duplicate"},
+     {error_code::not_found, "not_found"}, {error_code::shutting_down, "shutting_down"},
+     {error_code::internal, "internal"}},
+    "internal");
+
+} // namespace
+
+const char* to_string(job_state state) { return job_state_names.name(state); }
+const char* to_string(error_code code) { return error_code_names.name(code); }
+std::optional<error_code> parse_error_code(std::string_view name) { return error_code_names.parse(name); }
 
 } // namespace conveyor

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace conveyor {
 
@@ -42,6 +44,8 @@ enum class error_code {
 };
 /// The code's wire name: "bad_request", "too_long", ...
 const char* to_string(error_code code);
+/// The code of a wire name; nullopt for a name that is none.
+std::optional<error_code> parse_error_code(std::string_view name);
 
 /// Why a job was not accepted, with a readable message.
 struct refusal {

@@ -1,5 +1,7 @@
 #include "engine/request.hpp"
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor {
 
 std::string stop_params::validate() const {
@@ -12,13 +14,10 @@ std::string stop_params::validate() const {
 }
 
 const char* to_string(finish_reason reason) {
-  switch (reason) {
-    case finish_reason::stop: return "stop";
-    case finish_reason::length: return "length";
-    case finish_reason::cancelled: return "cancelled";
-    case finish_reason::deadline: return "deadline";
-  }
-  return "?";
+  static constexpr auto names = make_enum_names<finish_reason>(
+      {{finish_reason::stop, "stop"}, {finish_reason::length, "length"}, {finish_reason::cancelled, "cancelled"},
+       {finish_reason::deadline, "deadline"}});
+  return names.name(reason);
 }
 
 } // namespace conveyor

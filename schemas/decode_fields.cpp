@@ -150,17 +150,24 @@ bool field_map::read_number(std::string_view key, double& out) const {
   }
 }
 
-bool field_map::read_strings(std::string_view key, std::vector<std::string>& out,
-                             std::size_t max_count, std::size_t max_bytes) const {
+const msgpack::object_array* field_map::find_array(std::string_view key, const char* what,
+                                                   std::size_t max_count) const {
   const msgpack::object* o = find(key);
-  if (!o) return false;
-  if (o->type != msgpack::type::ARRAY) wrong_type(name(key), "an array of strings", *o);
+  if (!o) return nullptr;
+  if (o->type != msgpack::type::ARRAY) wrong_type(name(key), what, *o);
   if (o->via.array.size > max_count)
     refuse(name(key), name(key) + " has " + std::to_string(o->via.array.size) +
                           " entries; at most " + std::to_string(max_count) + " are allowed");
+  return &o->via.array;
+}
+
+bool field_map::read_strings(std::string_view key, std::vector<std::string>& out,
+                             std::size_t max_count, std::size_t max_bytes) const {
+  const msgpack::object_array* a = find_array(key, "an array of strings", max_count);
+  if (!a) return false;
   out.clear();
-  for (uint32_t i = 0; i < o->via.array.size; ++i) {
-    const msgpack::object& e = o->via.array.ptr[i];
+  for (uint32_t i = 0; i < a->size; ++i) {
+    const msgpack::object& e = a->ptr[i];
     std::string field = name(key) + "[" + std::to_string(i) + "]";
     if (e.type != msgpack::type::STR) wrong_type(field, "a string", e);
     if (e.via.str.size == 0 || e.via.str.size > max_bytes)
@@ -173,17 +180,12 @@ bool field_map::read_strings(std::string_view key, std::vector<std::string>& out
 
 bool field_map::read_ints(std::string_view key, std::vector<int32_t>& out, std::size_t max_count,
                           int64_t lo, int64_t hi) const {
-  const msgpack::object* o = find(key);
-  if (!o) return false;
-  if (o->type != msgpack::type::ARRAY) wrong_type(name(key), "an array of integers", *o);
-  if (o->via.array.size > max_count)
-    refuse(name(key), name(key) + " has " + std::to_string(o->via.array.size) +
-                          " entries; at most " + std::to_string(max_count) + " are allowed");
+  const msgpack::object_array* a = find_array(key, "an array of integers", max_count);
+  if (!a) return false;
   out.clear();
-  out.reserve(o->via.array.size);
-  for (uint32_t i = 0; i < o->via.array.size; ++i)
-    out.push_back(static_cast<int32_t>(
-        int_in(o->via.array.ptr[i], name(key) + "[" + std::to_string(i) + "]", lo, hi)));
+  out.reserve(a->size);
+  for (uint32_t i = 0; i < a->size; ++i)
+    out.push_back(static_cast<int32_t>(int_in(a->ptr[i], name(key) + "[" + std::to_string(i) + "]", lo, hi)));
   return true;
 }
 

@@ -51,6 +51,10 @@ public:
                  int64_t lo, int64_t hi) const;
 
 private:
+  /// The array under `key` (nullptr when absent), refused when it is not an array of at most
+  /// max_count entries; `what` names the wanted type in the error ("an array of strings").
+  const msgpack::object_array* find_array(std::string_view key, const char* what, std::size_t max_count) const;
+
   const msgpack::object_map* map_;
   std::string where_;
 };

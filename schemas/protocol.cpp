@@ -1,21 +1,15 @@
 #include "schemas/protocol.hpp"
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor::schemas {
 
-std::optional<error_code> error_code_from_string(std::string_view name) {
-  for (auto code : {error_code::bad_request, error_code::too_long, error_code::overloaded,
-                    error_code::duplicate, error_code::not_found, error_code::shutting_down,
-                    error_code::internal})
-    if (name == to_string(code)) return code;
-  return std::nullopt;
-}
+std::optional<error_code> error_code_from_string(std::string_view name) { return parse_error_code(name); }
 
 const char* to_string(server_status status) {
-  switch (status) {
-    case server_status::serving: return "serving";
-    case server_status::draining: return "draining";
-  }
-  return "draining";
+  static constexpr auto names =
+      make_enum_names<server_status>({{server_status::serving, "serving"}, {server_status::draining, "draining"}}, "draining");
+  return names.name(status);
 }
 
 bool valid_id(std::string_view id) {

@@ -6,11 +6,19 @@ namespace conveyor::schemas {
 
 using detail::map_packer;
 
-wire_bytes encode(const submit_reply& reply) {
+namespace {
+
+/// {"ok": true, "id": id, key: value}: a reply that tells one thing about one job.
+template <class V>
+wire_bytes ok_about_job(const std::string& id, const char* key, const V& value) {
   map_packer p;
-  p.map(3).kv("ok", true).kv("id", reply.id).kv("topic", topic_for(reply.id));
+  p.map(3).kv("ok", true).kv("id", id).kv(key, value);
   return p.take();
 }
+
+} // namespace
+
+wire_bytes encode(const submit_reply& reply) { return ok_about_job(reply.id, "topic", topic_for(reply.id)); }
 
 wire_bytes encode(const error_reply& reply) {
   map_packer p;
@@ -22,11 +30,7 @@ wire_bytes encode(const error_reply& reply) {
   return p.take();
 }
 
-wire_bytes encode(const cancel_reply& reply) {
-  map_packer p;
-  p.map(3).kv("ok", true).kv("id", reply.id).kv("state", to_string(reply.state));
-  return p.take();
-}
+wire_bytes encode(const cancel_reply& reply) { return ok_about_job(reply.id, "state", to_string(reply.state)); }
 
 wire_bytes encode(const status_reply& reply) {
   map_packer p;

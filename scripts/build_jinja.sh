@@ -122,19 +122,9 @@ file(GLOB templates ${LLAMA_ROOT}/models/templates/*.jinja)
 install(FILES ${templates} DESTINATION share/llama-jinja/templates)
 EOF
 
-generator=()
-if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache)"); fi
 # -fmacro-prefix-map: no build-machine paths in __FILE__ (GGML_ASSERT messages).
 say "configuring (Release, static, -fPIC; log: $log)"
-nice -n "$nice_level" cmake -S "$work" -B "$work/build" "${generator[@]}" "${launcher[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-  -DCMAKE_CXX_FLAGS="-fmacro-prefix-map=$src/=" \
-  -DCMAKE_INSTALL_PREFIX="$prefix" \
-  -DLLAMA_COMMON="$common" -DLLAMA_ROOT="$src" \
-  >"$log" 2>&1 || fail_build "cmake configure failed"
+configure_static "$work" "$work/build" "-fmacro-prefix-map=$src/=" -DLLAMA_COMMON="$common" -DLLAMA_ROOT="$src"
 
 # ---- build + install -------------------------------------------------------------------------
 say "building (about 1-2 minutes on 2 cores, -j$jobs under nice $nice_level; less with a warm ccache) ..."

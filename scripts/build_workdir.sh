@@ -1,9 +1,10 @@
 # Sourced by scripts/build_xgrammar.sh and scripts/build_jinja.sh (not run on its own): a fresh build
-# directory $work and log $log, removed on exit unless a step failed, and fail_build "why", which
-# keeps them, prints the log's tail and dies (the caller defines die).
+# directory $work and log $log, removed on exit unless a step failed; fail_build "why", which
+# keeps them, prints the log's tail and dies (the caller defines die); and configure_static, the
+# cmake configure step both builds share (the caller sets prefix and nice_level).
 #
 #   begin_workdir "$work" "$log"
-#   cmake ... >"$log" 2>&1 || fail_build "cmake configure failed"
+#   configure_static "$src" "$build" "-fmacro-prefix-map=$src/=" -DSOME_OPTION=OFF
 begin_workdir() {
   work=$1 log=$2
   rm -rf "$work" && mkdir -p "$work"
@@ -18,4 +19,21 @@ fail_build() {
   tail -n 40 "$log" >&2 || true
   echo "---------------------------------" >&2
   die "$1 (full log: $log)"
+}
+
+# configure_static SOURCE BUILD CXXFLAGS [CMAKE_ARG...]: a Release build of static, position
+# independent code to install into $prefix, with ninja and ccache where they are present; the
+# output goes to $log, a failure to fail_build.
+configure_static() {
+  local source=$1 build=$2 cxxflags=$3
+  shift 3
+  local generator=() launcher=()
+  if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache)"); fi
+  nice -n "$nice_level" cmake -S "$source" -B "$build" "${generator[@]}" "${launcher[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DCMAKE_CXX_FLAGS="$cxxflags" \
+    -DCMAKE_INSTALL_PREFIX="$prefix" \
+    "$@" >"$log" 2>&1 || fail_build "cmake configure failed"
 }

@@ -135,28 +135,17 @@ set(XGRAMMAR_ENABLE_COVERAGE OFF)
 set(XGRAMMAR_ENABLE_INTERNAL_CHECK OFF)
 EOF
 
-generator=()
-if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache)")
-fi
 # -fno-lto: upstream adds -flto=auto, which would put GCC-only LTO bytecode into the static
 # library (unlinkable by clang, or by another GCC version). -Wno-error: upstream builds with
 # -Werror; a new compiler warning must not fail our build. Both come after upstream's flags.
 # -fmacro-prefix-map: xgrammar's error messages embed __FILE__; make it "cpp/foo.cc", not the
 # build directory's absolute path.
 say "configuring (Release, static, -fPIC, C++ core only; log: $log)"
-nice -n "$nice_level" cmake -S "$src" -B "$build" "${generator[@]}" "${launcher[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-  -DCMAKE_CXX_FLAGS="-fno-lto -Wno-error -fmacro-prefix-map=$src/=" \
-  -DCMAKE_INSTALL_PREFIX="$prefix" \
+configure_static "$src" "$build" "-fno-lto -Wno-error -fmacro-prefix-map=$src/=" \
   -DCMAKE_INSTALL_LIBDIR=lib \
   -DXGRAMMAR_BUILD_PYTHON_BINDINGS=OFF \
   -DXGRAMMAR_BUILD_CXX_TESTS=OFF \
-  -DXGRAMMAR_ENABLE_CPPTRACE=OFF \
-  >"$log" 2>&1 || fail_build "cmake configure failed"
+  -DXGRAMMAR_ENABLE_CPPTRACE=OFF
 grep -q "Build Python bindings: OFF" "$log" \
   || fail_build "configure did not turn the Python bindings off (sdist layout changed?)"
 

@@ -1,5 +1,6 @@
 #include "serve/executor_factory.hpp"
 
+#include "engine/enum_names.hpp"
 #include "engine/null_executor.hpp"
 #include "engine/sim/sim_executor.hpp"
 #include "gpu/factory.hpp"
@@ -8,21 +9,23 @@
 
 namespace conveyor::serve {
 
-std::optional<device_kind> parse_device(std::string_view name) {
-  for (auto d : {device_kind::cpu, device_kind::cuda, device_kind::null, device_kind::sim})
-    if (name == to_string(d)) return d;
-  return std::nullopt;
+namespace {
+
+/// The sizing settings every weight-running executor takes under the same names.
+template <class Options>
+void copy_sizing(Options& o, const executor_settings& s) {
+  o.block_size = s.block_size;
+  o.num_kv_blocks = s.num_kv_blocks;
+  o.max_model_len = s.max_model_len;
 }
 
-const char* to_string(device_kind d) {
-  switch (d) {
-    case device_kind::cpu: return "cpu";
-    case device_kind::cuda: return "cuda";
-    case device_kind::null: return "null";
-    case device_kind::sim: return "sim";
-  }
-  return "cpu";
-}
+constexpr auto device_names = make_enum_names<device_kind>(
+    {{device_kind::cpu, "cpu"}, {device_kind::cuda, "cuda"}, {device_kind::null, "null"}, {device_kind::sim, "sim"}}, "cpu");
+
+} // namespace
+
+std::optional<device_kind> parse_device(std::string_view name) { return device_names.parse(name); }
+const char* to_string(device_kind d) { return device_names.name(d); }
 
 bool runs_weights(device_kind d) { return d == device_kind::cpu || d == device_kind::cuda; }
 
@@ -50,12 +53,10 @@ made_executor make_executor(device_kind d, const model::gguf_file& file, const m
       std::string why;
       if (!gpu::cuda_device_available(&why)) throw device_unavailable("--device cuda: " + why);
       gpu::cuda_executor_options go;
-      go.block_size = s.block_size;
-      go.num_kv_blocks = s.num_kv_blocks;
+      copy_sizing(go, s);
       go.gpu_memory_utilization = s.gpu_memory_utilization;
       go.max_num_batched_tokens = s.max_num_batched_tokens;
       go.max_num_seqs = s.max_num_seqs;
-      go.max_model_len = s.max_model_len;
       m.ex = gpu::make_cuda_executor(file, go);
       const auto cfg = model::llama_config::from_gguf(file);
       m.description = cfg.name + " (" + cfg.summary() + "; bf16 on " + gpu::cuda_device_description(0) + ")";
@@ -64,10 +65,8 @@ made_executor make_executor(device_kind d, const model::gguf_file& file, const m
     case device_kind::cpu: break;
   }
   model::cpu_executor_options eo;
-  eo.block_size = s.block_size;
+  copy_sizing(eo, s);
   eo.kv_cache_bytes = s.kv_cache_bytes;
-  eo.num_kv_blocks = s.num_kv_blocks;
-  eo.max_model_len = s.max_model_len;
   eo.threads = s.threads;
   eo.math = model::parse_cpu_math(s.cpu_math);
   auto cpu = std::make_shared<model::cpu_executor>(file, eo);

@@ -17,6 +17,7 @@
 #include "tools/bench/report.hpp"
 #include "tools/bench/workload.hpp"
 #include "tools/bench_cli.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {
@@ -140,9 +141,16 @@ int run_bench(bench_opts& o) {
 } // namespace
 
 void register_bench(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<bench_opts>();
+  auto [cmd, o] = add_command<bench_opts>(
+      app, exit_code, "bench", "Load-test a running `conveyor serve` and report vLLM-style serving metrics",
+      [](bench_opts& opts, CLI::App& self) {
+        opts.given_workload = self.count("--workload") > 0;
+        opts.given_num_prompts = self.count("--num-prompts") > 0;
+        opts.given_input_len = self.count("--input-len") > 0;
+        opts.given_connect_timeout = self.count("--connect-timeout") > 0;
+        return run_bench(opts);
+      });
   bench::workload_options& w = o->run.workload;
-  CLI::App* cmd = app.add_subcommand("bench", "Load-test a running `conveyor serve` and report vLLM-style serving metrics");
   cmd->add_option("--router", o->driver.router_ep, "The server's ROUTER endpoint")->capture_default_str();
   cmd->add_option("--pub", o->driver.pub_ep, "The server's PUB endpoint")->capture_default_str();
   cmd->add_option("--workload", o->workload,
@@ -185,13 +193,6 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "compare-batching: extra `conveyor serve` flags for both modes, e.g. \"--model smollm2 --max-num-seqs 64\"");
   cmd->add_option("--work-dir", o->work_dir, "compare-batching: where server logs (and traces) go (default: a new /tmp dir)");
   cmd->add_flag("--trace", o->trace, "compare-batching: each server writes an iteration trace into --work-dir");
-  cmd->callback([o, cmd, &exit_code] {
-    o->given_workload = cmd->count("--workload") > 0;
-    o->given_num_prompts = cmd->count("--num-prompts") > 0;
-    o->given_input_len = cmd->count("--input-len") > 0;
-    o->given_connect_timeout = cmd->count("--connect-timeout") > 0;
-    exit_code = run_bench(*o);
-  });
 }
 
 } // namespace conveyor::tools

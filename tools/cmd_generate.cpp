@@ -15,6 +15,7 @@
 #include "model/formats/weight_check.hpp"
 #include "model/text/tokenizer.hpp"
 #include "serve/executor_factory.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {
@@ -81,13 +82,7 @@ int run_generate(const generate_opts& o) {
   es.gpu_memory_utilization = o.gpu_memory_utilization;
   es.max_num_batched_tokens = o.chunk;
   es.max_num_seqs = 1;
-  serve::made_executor made;
-  try {
-    made = serve::make_executor(*serve::parse_device(o.device), file, tok, es);
-  } catch (const serve::device_unavailable& e) {
-    std::cerr << "conveyor generate: " << e.what() << "\n";
-    return 2;
-  }
+  serve::made_executor made = serve::make_executor(*serve::parse_device(o.device), file, tok, es);
   std::shared_ptr<executor> ex_owner = std::move(made.ex);
   std::cerr << "conveyor: " << made.description << "\n";
   executor& ex = *ex_owner;
@@ -141,8 +136,9 @@ int run_generate(const generate_opts& o) {
 } // namespace
 
 void register_generate(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<generate_opts>();
-  CLI::App* cmd = app.add_subcommand("generate", "Stream one completion of a prompt to stdout (timings go to stderr)");
+  auto [cmd, o] = add_command<generate_opts>(
+      app, exit_code, "generate", "Stream one completion of a prompt to stdout (timings go to stderr)",
+      [](const generate_opts& opts) { return run_reporting_errors("generate", error_sink::plain, [&] { return run_generate(opts); }); });
   cmd->add_option("--model,-m", o->model, "Model name (smollm2), GGUF file or Hugging Face folder")->capture_default_str();
   cmd->add_option("--prompt,-p", o->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
@@ -160,23 +156,6 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "cuda: fraction of GPU memory to use")
       ->check(CLI::Range(0.01, 1.0))->capture_default_str();
-  cmd->callback([o, &exit_code] {
-    try {
-      exit_code = run_generate(*o);
-    } catch (const model::gguf_error& e) {
-      std::cerr << "conveyor generate: " << e.what() << "\n";
-      exit_code = 2;
-    } catch (const model::model_error& e) {
-      std::cerr << "conveyor generate: " << e.what() << "\n";
-      exit_code = 2;
-    } catch (const model::tokenizer_error& e) {
-      std::cerr << "conveyor generate: " << e.what() << "\n";
-      exit_code = 2;
-    } catch (const std::exception& e) {
-      std::cerr << "conveyor generate: internal error: " << e.what() << "\n";
-      exit_code = 1;
-    }
-  });
 }
 
 } // namespace conveyor::tools

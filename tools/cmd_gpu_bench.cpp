@@ -21,6 +21,7 @@
 #include "engine/sim/workload.hpp"
 #include "gpu/factory.hpp"
 #include "model/formats/llama_config.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "tools/step_timing.hpp"
 
@@ -213,8 +214,15 @@ int run_gpu_bench(const gpu_bench_opts& o) {
 } // namespace
 
 void register_gpu_bench(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<gpu_bench_opts>();
-  CLI::App* cmd = app.add_subcommand("gpu-bench", "CUDA executor speed on Llama-3-8B-shaped random weights vs the bandwidth and GEMM ceilings");
+  auto [cmd, o] = add_command<gpu_bench_opts>(
+      app, exit_code, "gpu-bench", "CUDA executor speed on Llama-3-8B-shaped random weights vs the bandwidth and GEMM ceilings",
+      [](const gpu_bench_opts& opts) {
+        if (opts.batches.empty() || opts.context < 1 || opts.steps < 1 || opts.prompt_len < 1) {
+          std::cerr << "conveyor gpu-bench: --batches must be non-empty; --context, --steps, --prompt-len >= 1\n";
+          return 2;
+        }
+        return run_failing_with("gpu-bench", 1, [&] { return run_gpu_bench(opts); });
+      });
   cmd->add_option("--batches", o->batches, "Decode batch sizes")->capture_default_str();
   cmd->add_option("--context", o->context, "Cached tokens per sequence before the timed decode steps")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Timed decode steps per batch size")->capture_default_str();
@@ -225,19 +233,6 @@ void register_gpu_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--anyscale-cap", o->anyscale_cap, "Longest output of the Anyscale workload")->capture_default_str();
   cmd->add_option("--workload-json", o->workload_json, "Write the Anyscale workload's prompts and output lengths here");
   cmd->add_option("--json", o->json_path, "Write the results as JSON here");
-  cmd->callback([o, &exit_code] {
-    try {
-      if (o->batches.empty() || o->context < 1 || o->steps < 1 || o->prompt_len < 1) {
-        std::cerr << "conveyor gpu-bench: --batches must be non-empty; --context, --steps, --prompt-len >= 1\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run_gpu_bench(*o);
-    } catch (const std::exception& e) {
-      std::cerr << "conveyor gpu-bench: " << e.what() << "\n";
-      exit_code = 1;
-    }
-  });
 }
 
 } // namespace conveyor::tools

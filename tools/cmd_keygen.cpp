@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "transport/curve.hpp"
 
@@ -84,11 +85,11 @@ int run_keygen(const keygen_opts& o) {
 } // namespace
 
 void register_keygen(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<keygen_opts>();
-  CLI::App* cmd = app.add_subcommand("keygen", "Write a CURVE key pair (NAME.key, NAME.pub) for serve --curve-secret-key / --authorized-keys");
+  auto [cmd, o] = add_command<keygen_opts>(
+      app, exit_code, "keygen", "Write a CURVE key pair (NAME.key, NAME.pub) for serve --curve-secret-key / --authorized-keys",
+      run_keygen);
   cmd->add_option("--out-dir", o->out_dir, "Folder for the two files")->capture_default_str();
   cmd->add_option("--name", o->name, "Base name: writes NAME.key and NAME.pub")->capture_default_str();
-  cmd->callback([o, &exit_code] { exit_code = run_keygen(*o); });
 }
 
 } // namespace conveyor::tools

@@ -17,6 +17,7 @@
 #include "model/model_path.hpp"
 #include "model/text/tokenizer.hpp"
 #include "serve/server.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "transport/curve.hpp"
 #include "transport/nats_link.hpp"
@@ -120,47 +121,16 @@ int run_serve(const serve::serve_options& o) {
 } // namespace
 
 void register_serve(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<serve::serve_options>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve generation jobs over ZeroMQ (ROUTER submit/control, PULL submit, PUB streams)");
+  // Every error that stops start-up names the problem and the fix, and exits 2; a bug exits 1.
+  auto [cmd, o] = add_command<serve::serve_options>(
+      app, exit_code, "serve", "Serve generation jobs over ZeroMQ (ROUTER submit/control, PULL submit, PUB streams)",
+      [](serve::serve_options& opts, CLI::App& self) {
+        return run_reporting_errors("serve", error_sink::log, [&] {
+          if (auto err = opts.apply_config(self); !err.empty()) throw serve::startup_error(err);
+          return run_serve(opts);
+        }, "out of memory while starting; lower --kv-cache-bytes / --num-kv-blocks or --max-num-seqs");
+      });
   o->add_flags(*cmd);
-  cmd->callback([o, cmd, &exit_code] {
-    // Every error that stops start-up names the problem and the fix, and exits 2; a bug exits 1.
-    auto refuse = [&exit_code](const std::string& what) {
-      spdlog::error("conveyor serve: {}", what);
-      exit_code = 2;
-    };
-    try {
-      if (auto err = o->apply_config(*cmd); !err.empty()) return refuse(err);
-      exit_code = run_serve(*o);
-    } catch (const serve::startup_error& e) {
-      refuse(e.what());
-    } catch (const serve::device_unavailable& e) {
-      refuse(e.what());
-    } catch (const model::gguf_error& e) {
-      refuse(e.what());
-    } catch (const model::model_error& e) {
-      refuse(e.what());
-    } catch (const model::tokenizer_error& e) {
-      refuse(e.what());
-    } catch (const transport::bind_error& e) {
-      refuse(e.what());
-    } catch (const actors::trace_error& e) {
-      refuse(e.what());
-    } catch (const journal::journal_error& e) {
-      refuse(e.what());
-    } catch (const transport::nats_error& e) {
-      refuse(e.what());
-    } catch (const transport::api_key_error& e) {
-      refuse(e.what());
-    } catch (const transport::curve_error& e) {
-      refuse(e.what());
-    } catch (const std::bad_alloc&) {
-      refuse("out of memory while starting; lower --kv-cache-bytes / --num-kv-blocks or --max-num-seqs");
-    } catch (const std::exception& e) {
-      spdlog::error("conveyor serve: internal error: {}", e.what());
-      exit_code = 1;
-    }
-  });
 }
 
 } // namespace conveyor::tools

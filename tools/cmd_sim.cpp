@@ -14,6 +14,7 @@
 #include "engine/sim/metrics.hpp"
 #include "engine/sim/simulator.hpp"
 #include "engine/sim/workload.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 
 namespace conveyor::tools {
@@ -143,9 +144,8 @@ int run_sim(sim_opts& o) {
 } // namespace
 
 void register_sim(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<sim_opts>();
-  CLI::App* cmd = app.add_subcommand(
-      "sim", "Simulate the scheduler on a synthetic workload with a cost-model executor");
+  auto [cmd, o] = add_command<sim_opts>(
+      app, exit_code, "sim", "Simulate the scheduler on a synthetic workload with a cost-model executor", run_sim);
   cmd->add_option("--workload", o->workload, "anyscale | fixed | uniform | poisson")
       ->capture_default_str();
   cmd->add_option("--num-prompts", o->wl.num_prompts, "Requests in the run")->capture_default_str();
@@ -188,7 +188,6 @@ void register_sim(CLI::App& app, int& exit_code) {
   cmd->add_option("--cost-per-context-token-us", o->cost_per_context_token_us,
                   "Cost model override: us per attended context token (cpu: 1.87)");
   cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
-  cmd->callback([o, &exit_code] { exit_code = run_sim(*o); });
 }
 
 } // namespace conveyor::tools

@@ -12,6 +12,7 @@
 #include "model/cpu/cpu_executor.hpp"
 #include "model/formats/gguf.hpp"
 #include "model/model_path.hpp"
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "tools/step_timing.hpp"
 
@@ -66,8 +67,9 @@ int run_step_bench(const step_bench_opts& o) {
 } // namespace
 
 void register_step_bench(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<step_bench_opts>();
-  CLI::App* cmd = app.add_subcommand("step-bench", "Time the CPU executor's prefill and decode steps at several batch sizes");
+  auto [cmd, o] = add_command<step_bench_opts>(
+      app, exit_code, "step-bench", "Time the CPU executor's prefill and decode steps at several batch sizes",
+      [](const step_bench_opts& opts) { return run_failing_with("step-bench", 2, [&] { return run_step_bench(opts); }); });
   cmd->add_option("--model,-m", o->model, "Model name, GGUF file or Hugging Face folder")->capture_default_str();
   cmd->add_option("--batches", o->batches, "Decode tokens per step to time")->delimiter(',')->capture_default_str();
   cmd->add_option("--context", o->context, "Tokens already in each sequence's KV cache")->capture_default_str();
@@ -77,14 +79,6 @@ void register_step_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--cpu-math", o->cpu_math, "fast (8-bit activations, integer dot products) | exact (f32)")
       ->check(CLI::IsMember({"fast", "exact"}))->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
-  cmd->callback([o, &exit_code] {
-    try {
-      exit_code = run_step_bench(*o);
-    } catch (const std::exception& e) {
-      std::cerr << "conveyor step-bench: " << e.what() << "\n";
-      exit_code = 2;
-    }
-  });
 }
 
 } // namespace conveyor::tools

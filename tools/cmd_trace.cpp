@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "tools/trace/svg.hpp"
 #include "tools/trace/trace_file.hpp"
@@ -70,14 +71,13 @@ int run_trace(const trace_opts& o) {
 } // namespace
 
 void register_trace(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<trace_opts>();
-  CLI::App* cmd = app.add_subcommand("trace", "Draw an iteration trace (`conveyor serve --trace FILE`) as SVG");
+  auto [cmd, o] = add_command<trace_opts>(app, exit_code, "trace", "Draw an iteration trace (`conveyor serve --trace FILE`) as SVG",
+                                          run_trace);
   cmd->add_option("file", o->in, "The trace (JSON Lines)")->required();
   cmd->add_option("-o,--output", o->out, "SVG file to write")->required();
   cmd->add_option("--from", o->from, "First step to draw (the trace's step numbers)");
   cmd->add_option("--steps", o->steps, "Steps to draw (default: all, at most 400)")->check(CLI::PositiveNumber);
   cmd->add_option("--width", o->width, "Picture width in pixels")->check(CLI::Range(400.0, 100000.0))->capture_default_str();
-  cmd->callback([o, &exit_code] { exit_code = run_trace(*o); });
 }
 
 } // namespace conveyor::tools

@@ -4,32 +4,38 @@
 #include <cmath>
 #include <random>
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor::sim {
 
-std::optional<workload_kind> parse_workload_kind(const std::string& text) {
-  if (text == "anyscale") return workload_kind::anyscale;
-  if (text == "fixed") return workload_kind::fixed;
-  if (text == "uniform") return workload_kind::uniform;
-  if (text == "poisson") return workload_kind::poisson;
-  return std::nullopt;
-}
+namespace {
 
-const char* to_string(workload_kind kind) {
-  switch (kind) {
-    case workload_kind::anyscale: return "anyscale";
-    case workload_kind::fixed: return "fixed";
-    case workload_kind::uniform: return "uniform";
-    case workload_kind::poisson: return "poisson";
-  }
-  return "?";
+constexpr auto workload_kind_names = make_enum_names<workload_kind>(
+    {{workload_kind::anyscale, "anyscale"}, {workload_kind::fixed, "fixed"}, {workload_kind::uniform, "uniform"},
+     {workload_kind::poisson, "poisson"}});
+
+} // namespace
+
+std::optional<workload_kind> parse_workload_kind(const std::string& text) { return workload_kind_names.parse(text); }
+const char* to_string(workload_kind kind) { return workload_kind_names.name(kind); }
+
+std::string validate_lengths(int32_t num_prompts, int32_t input_len, int32_t output_len, int32_t cap,
+                             double range_ratio, bool as_flags) {
+  auto field = [as_flags](std::string name) {
+    if (!as_flags) return name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    return "--" + name;
+  };
+  if (num_prompts < 1) return field("num_prompts") + " must be >= 1";
+  if (input_len < 1) return field("input_len") + " must be >= 1";
+  if (output_len < 1) return field("output_len") + " must be >= 1";
+  if (cap < 1) return field("cap") + " must be >= 1";
+  if (!(range_ratio >= 0.0 && range_ratio < 1.0)) return field("range_ratio") + " must be in [0, 1)";
+  return {};
 }
 
 std::string workload_params::validate() const {
-  if (num_prompts < 1) return "num_prompts must be >= 1";
-  if (input_len < 1) return "input_len must be >= 1";
-  if (output_len < 1) return "output_len must be >= 1";
-  if (cap < 1) return "cap must be >= 1";
-  if (!(range_ratio >= 0.0 && range_ratio < 1.0)) return "range_ratio must be in [0, 1)";
+  if (auto err = validate_lengths(num_prompts, input_len, output_len, cap, range_ratio, false); !err.empty()) return err;
   if (!(request_rate > 0.0)) return "request_rate must be > 0 (inf = all at t=0)";
   if (kind == workload_kind::poisson && std::isinf(request_rate))
     return "the poisson workload needs a finite request_rate (requests per second)";

@@ -44,6 +44,12 @@ struct workload_params {
   std::string validate() const;
 };
 
+/// The checks every synthetic workload shares (this one's and `conveyor bench`'s): "" when valid,
+/// else a message naming the first bad field as a setting ("num_prompts") or, with `as_flags`,
+/// as a command-line flag ("--num-prompts").
+std::string validate_lengths(int32_t num_prompts, int32_t input_len, int32_t output_len, int32_t cap,
+                             double range_ratio, bool as_flags);
+
 struct sim_request {
   double arrival_s = 0.0;
   std::vector<token_id> prompt;

@@ -6,52 +6,30 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/enum_names.hpp"
 #include "engine/sim/workload.hpp"
 
 namespace conveyor::bench {
 
-std::optional<workload_name> parse_workload_name(const std::string& text) {
-  if (text == "random") return workload_name::random;
-  if (text == "anyscale") return workload_name::anyscale;
-  if (text == "chat") return workload_name::chat;
-  if (text == "file") return workload_name::file;
-  return std::nullopt;
-}
+namespace {
 
-std::optional<length_dist> parse_length_dist(const std::string& text) {
-  if (text == "fixed") return length_dist::fixed;
-  if (text == "uniform") return length_dist::uniform;
-  if (text == "capped-exp") return length_dist::capped_exponential;
-  if (text == "lognormal") return length_dist::lognormal;
-  return std::nullopt;
-}
+constexpr auto workload_names = make_enum_names<workload_name>(
+    {{workload_name::random, "random"}, {workload_name::anyscale, "anyscale"}, {workload_name::chat, "chat"},
+     {workload_name::file, "file"}});
+constexpr auto length_dist_names = make_enum_names<length_dist>(
+    {{length_dist::fixed, "fixed"}, {length_dist::uniform, "uniform"}, {length_dist::capped_exponential, "capped-exp"},
+     {length_dist::lognormal, "lognormal"}});
 
-const char* to_string(workload_name w) {
-  switch (w) {
-    case workload_name::random: return "random";
-    case workload_name::anyscale: return "anyscale";
-    case workload_name::chat: return "chat";
-    case workload_name::file: return "file";
-  }
-  return "?";
-}
+} // namespace
 
-const char* to_string(length_dist d) {
-  switch (d) {
-    case length_dist::fixed: return "fixed";
-    case length_dist::uniform: return "uniform";
-    case length_dist::capped_exponential: return "capped-exp";
-    case length_dist::lognormal: return "lognormal";
-  }
-  return "?";
-}
+std::optional<workload_name> parse_workload_name(const std::string& text) { return workload_names.parse(text); }
+std::optional<length_dist> parse_length_dist(const std::string& text) { return length_dist_names.parse(text); }
+const char* to_string(workload_name w) { return workload_names.name(w); }
+const char* to_string(length_dist d) { return length_dist_names.name(d); }
 
 std::string workload_options::validate() const {
-  if (num_prompts < 1) return "--num-prompts must be >= 1";
-  if (input_len < 1) return "--input-len must be >= 1";
-  if (output_len < 1) return "--output-len must be >= 1";
-  if (cap < 1) return "--cap must be >= 1";
-  if (!(range_ratio >= 0.0 && range_ratio < 1.0)) return "--range-ratio must be in [0, 1)";
+  if (auto err = sim::validate_lengths(num_prompts, input_len, output_len, cap, range_ratio, true); !err.empty())
+    return err;
   if (!(lognormal_sigma > 0.0 && std::isfinite(lognormal_sigma))) return "--lognormal-sigma must be > 0";
   if (vocab_size <= 100) return "--vocab-size must be > 100 (prompt ids are drawn from [100, vocab-size))";
   return {};

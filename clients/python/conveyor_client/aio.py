@@ -8,9 +8,9 @@ import time
 import zmq
 import zmq.asyncio
 
+from ._core import ClientCore
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
-                       check_reply, pack, raise_for_event, topic_for, unpack)
-from .curve import apply_curve, check_curve
+                       check_reply, pack, raise_for_event)
 from .sequencer import TrackedJob
 
 
@@ -20,32 +20,18 @@ class _Tracked(TrackedJob):
         self.changed = asyncio.Event()
 
 
-class AsyncClient:
+class AsyncClient(ClientCore):
     """See Client; every method is a coroutine, and stream() is an async generator."""
 
     def __init__(self, router=DEFAULT_ROUTER, pub=DEFAULT_PUB, *, context=None,
                  request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
                  fetch_batch=1024, curve_server_key=None, curve_public_key=None,
                  curve_secret_key=None):
-        self._curve = check_curve(curve_server_key, curve_public_key, curve_secret_key)
-        self._ctx = context or zmq.asyncio.Context.instance()
-        self._router = router
-        self._request_timeout = request_timeout
-        self._retries = retries
-        self._idle_fetch_s = idle_fetch_s
-        self._first_event_s = first_event_s
-        self._fetch_batch = fetch_batch
-        self._jobs = {}
         self._lock = None
         self._reader = None
-        self.last_heartbeat = None
-        self._dealer = None
-        self._open_dealer()
-        self._sub = self._ctx.socket(zmq.SUB)
-        self._sub.setsockopt(zmq.LINGER, 0)
-        self._sub.setsockopt(zmq.RCVHWM, 100000)
-        apply_curve(self._sub, self._curve)
-        self._sub.connect(pub)
+        super().__init__(context or zmq.asyncio.Context.instance(), _Tracked, router, pub,
+                         request_timeout, retries, idle_fetch_s, first_event_s, fetch_batch,
+                         curve_server_key, curve_public_key, curve_secret_key)
 
     async def aclose(self):
         if self._reader is not None:
@@ -55,24 +41,13 @@ class AsyncClient:
             except (asyncio.CancelledError, Exception):
                 pass
             self._reader = None
-        for sock in (self._dealer, self._sub):
-            if sock is not None:
-                sock.close(0)
-        self._dealer = self._sub = None
+        self._close_sockets()
 
     async def __aenter__(self):
         return self
 
     async def __aexit__(self, *exc):
         await self.aclose()
-
-    def _open_dealer(self):
-        if self._dealer is not None:
-            self._dealer.close(0)
-        self._dealer = self._ctx.socket(zmq.DEALER)
-        self._dealer.setsockopt(zmq.LINGER, 0)
-        apply_curve(self._dealer, self._curve)
-        self._dealer.connect(self._router)
 
     async def _request(self, msg):
         if self._lock is None:
@@ -83,14 +58,11 @@ class AsyncClient:
                 try:
                     await asyncio.wait_for(self._dealer.send(data), self._request_timeout)
                     if await self._dealer.poll(int(self._request_timeout * 1000), zmq.POLLIN):
-                        return unpack(await self._dealer.recv()), attempt
+                        return self._decode_reply(await self._dealer.recv(), msg), attempt
                 except asyncio.TimeoutError:
                     pass
-                except ValueError as e:
-                    raise ConveyorError("internal", "undecodable reply: %s" % e, id=msg.get("id"))
                 self._open_dealer()
-        raise ConveyorTimeout("no reply from %s to %s after %d attempts"
-                              % (self._router, msg.get("op"), self._retries + 1), msg.get("id"))
+        raise self._no_reply(msg)
 
     async def _call(self, msg):
         return check_reply((await self._request(msg))[0], msg.get("id"))
@@ -101,11 +73,7 @@ class AsyncClient:
         was_tracked = job_id in self._jobs
         self._track(job_id)
         try:
-            reply, attempt = await self._request(msg)
-            if attempt > 0 and not reply.get("ok") and \
-                    (reply.get("error") or {}).get("code") == "duplicate":
-                return job_id
-            check_reply(reply, job_id)
+            self._submit_accepted(*(await self._request(msg)), job_id)
         except BaseException:
             if not was_tracked:
                 self.forget(job_id)
@@ -130,38 +98,15 @@ class AsyncClient:
 
     # --- events ----------------------------------------------------------------------------
     def _track(self, job_id, next_seq=0):
-        tracked = self._jobs.get(job_id)
-        if tracked is None:
-            tracked = self._jobs[job_id] = _Tracked(job_id, next_seq)
-            self._sub.setsockopt_string(zmq.SUBSCRIBE, topic_for(job_id))
+        tracked = super()._track(job_id, next_seq)
         if self._reader is None:
             self._reader = asyncio.ensure_future(self._read())
         return tracked
 
-    def forget(self, job_id):
-        if self._jobs.pop(job_id, None) is not None and self._sub is not None:
-            self._sub.setsockopt_string(zmq.UNSUBSCRIBE, topic_for(job_id))
-
-    def subscribe_heartbeat(self):
-        self._sub.setsockopt_string(zmq.SUBSCRIBE, "sys/")
-
     async def _read(self):
         while True:
-            frames = await self._sub.recv_multipart()
-            if len(frames) != 2:
-                continue
-            try:
-                event = unpack(frames[1])
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            if frames[0] == b"sys/":
-                self.last_heartbeat = event
-                continue
-            tracked = self._jobs.get(event.get("id"))
-            if tracked is not None and tracked.seq.add(event):
-                tracked.last_progress = time.monotonic()
+            tracked = self._dispatch(await self._sub.recv_multipart())
+            if tracked is not None:
                 tracked.changed.set()
 
     async def _repair(self, tracked):
@@ -170,9 +115,7 @@ class AsyncClient:
             while not tracked.seq.finished:
                 reply = await self.fetch(tracked.seq.job_id, tracked.seq.next_seq,
                                          self._fetch_batch)
-                events = reply.get("events") or []
-                new = tracked.seq.add_all(events)
-                if reply.get("complete") or len(events) < self._fetch_batch or new == 0:
+                if self._filed_fetch(tracked, reply):
                     break
         except ConveyorError as e:
             tracked.error = e

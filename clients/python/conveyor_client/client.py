@@ -7,9 +7,9 @@ import time
 
 import zmq
 
+from ._core import ClientCore
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
-                       check_reply, pack, raise_for_event, topic_for, unpack, valid_id)
-from .curve import apply_curve, check_curve
+                       check_reply, pack, raise_for_event, valid_id)
 from .sequencer import TrackedJob
 
 
@@ -18,7 +18,7 @@ class _Tracked(TrackedJob):
         super().__init__(job_id, next_seq, time.monotonic())
 
 
-class Client:
+class Client(ClientCore):
     """Talks to one conveyor server.
 
     router, pub: the server's ROUTER and PUB endpoints.
@@ -36,33 +36,13 @@ class Client:
                  request_timeout=10.0, retries=2, idle_fetch_s=1.0, first_event_s=0.05,
                  fetch_batch=1024, curve_server_key=None, curve_public_key=None,
                  curve_secret_key=None):
-        self._curve = check_curve(curve_server_key, curve_public_key, curve_secret_key)
-        self._ctx = context or zmq.Context.instance()
-        self._router = router
-        self._request_timeout = request_timeout
-        self._retries = retries
-        self._idle_fetch_s = idle_fetch_s
-        self._first_event_s = first_event_s
-        self._fetch_batch = fetch_batch
-        self._jobs = {}
-        #: The last heartbeat event seen on "sys/" (after subscribe_heartbeat()), or None.
-        self.last_heartbeat = None
-        self._dealer = None
-        self._open_dealer()
-        self._sub = self._ctx.socket(zmq.SUB)
-        self._sub.setsockopt(zmq.LINGER, 0)
-        self._sub.setsockopt(zmq.RCVHWM, 100000)
-        apply_curve(self._sub, self._curve)
-        self._sub.connect(pub)
+        super().__init__(context or zmq.Context.instance(), _Tracked, router, pub, request_timeout,
+                         retries, idle_fetch_s, first_event_s, fetch_batch, curve_server_key,
+                         curve_public_key, curve_secret_key)
 
     # --- lifetime --------------------------------------------------------------------------
     def close(self):
-        if self._dealer is not None:
-            self._dealer.close(0)
-            self._dealer = None
-        if self._sub is not None:
-            self._sub.close(0)
-            self._sub = None
+        self._close_sockets()
 
     def __enter__(self):
         return self
@@ -71,13 +51,7 @@ class Client:
         self.close()
 
     def _open_dealer(self):
-        if self._dealer is not None:
-            self._dealer.close(0)
-        self._dealer = self._ctx.socket(zmq.DEALER)
-        self._dealer.setsockopt(zmq.LINGER, 0)
-        self._dealer.setsockopt(zmq.SNDTIMEO, int(self._request_timeout * 1000))
-        apply_curve(self._dealer, self._curve)
-        self._dealer.connect(self._router)
+        super()._open_dealer(send_timeout_ms=int(self._request_timeout * 1000))
 
     # --- requests --------------------------------------------------------------------------
     def _request(self, msg):
@@ -87,14 +61,11 @@ class Client:
             try:
                 self._dealer.send(data)
                 if self._dealer.poll(int(self._request_timeout * 1000), zmq.POLLIN):
-                    return unpack(self._dealer.recv()), attempt
+                    return self._decode_reply(self._dealer.recv(), msg), attempt
             except zmq.Again:
                 pass
-            except ValueError as e:  # msgpack could not decode the reply
-                raise ConveyorError("internal", "undecodable reply: %s" % e, id=msg.get("id"))
             self._open_dealer()  # a late reply to the lost attempt must not be read as ours
-        raise ConveyorTimeout("no reply from %s to %s after %d attempts"
-                              % (self._router, msg.get("op"), self._retries + 1), msg.get("id"))
+        raise self._no_reply(msg)
 
     def _call(self, msg):
         return check_reply(self._request(msg)[0], msg.get("id"))
@@ -109,11 +80,7 @@ class Client:
         was_tracked = job_id in self._jobs
         self._track(job_id)
         try:
-            reply, attempt = self._request(msg)
-            if attempt > 0 and not reply.get("ok") and \
-                    (reply.get("error") or {}).get("code") == "duplicate":
-                return job_id
-            check_reply(reply, job_id)
+            self._submit_accepted(*self._request(msg), job_id)
         except BaseException:
             if not was_tracked:
                 self.forget(job_id)
@@ -140,13 +107,6 @@ class Client:
         return self._call({"op": "health"})
 
     # --- events ----------------------------------------------------------------------------
-    def _track(self, job_id, next_seq=0):
-        tracked = self._jobs.get(job_id)
-        if tracked is None:
-            tracked = self._jobs[job_id] = _Tracked(job_id, next_seq)
-            self._sub.setsockopt_string(zmq.SUBSCRIBE, topic_for(job_id))
-        return tracked
-
     def attach(self, job_id, from_seq=0):
         """Collects the events of a job this client did not submit (another producer's, or one
         a previous run submitted) from from_seq on: poll() and stream() deliver them, its history
@@ -156,31 +116,6 @@ class Client:
                              % (job_id,))
         self._track(job_id, from_seq)
         return job_id
-
-    def forget(self, job_id):
-        """Stops collecting a job's events (its buffered events are dropped)."""
-        if self._jobs.pop(job_id, None) is not None and self._sub is not None:
-            self._sub.setsockopt_string(zmq.UNSUBSCRIBE, topic_for(job_id))
-
-    def subscribe_heartbeat(self):
-        """Also receive "sys/" heartbeats (kept in last_heartbeat)."""
-        self._sub.setsockopt_string(zmq.SUBSCRIBE, "sys/")
-
-    def _dispatch(self, frames):
-        if len(frames) != 2:
-            return
-        try:
-            event = unpack(frames[1])
-        except ValueError:
-            return
-        if not isinstance(event, dict):
-            return
-        if frames[0] == b"sys/":
-            self.last_heartbeat = event
-            return
-        tracked = self._jobs.get(event.get("id"))
-        if tracked is not None and tracked.seq.add(event):
-            tracked.last_progress = time.monotonic()
 
     def _pump(self, timeout_s):
         """Receives what the SUB socket has, waiting up to timeout_s for the first message."""
@@ -199,9 +134,7 @@ class Client:
         try:
             while not tracked.seq.finished:
                 reply = self.fetch(tracked.seq.job_id, tracked.seq.next_seq, self._fetch_batch)
-                events = reply.get("events") or []
-                new = tracked.seq.add_all(events)
-                if reply.get("complete") or len(events) < self._fetch_batch or new == 0:
+                if self._filed_fetch(tracked, reply):
                     break
         except ConveyorError as e:
             tracked.error = e
