@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "engine/text_escape.hpp"
+
 namespace conveyor::actors {
 
 const std::vector<double> metric_buckets::ttft = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,   0.25,  0.5,   0.75,
@@ -74,17 +76,7 @@ metrics_snapshot metrics::snapshot() const {
   return data_;
 }
 
-std::string escape_label_value(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
+std::string escape_label_value(std::string_view v) { return escape_chars(v, {{'\\', "\\\\"}, {'"', "\\\""}, {'\n', "\\n"}}); }
 
 std::string format_value(double v) {
   if (std::isnan(v)) return "NaN";

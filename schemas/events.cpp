@@ -14,15 +14,13 @@ map_packer& head(map_packer& p, uint32_t num_keys, const std::string& id, uint64
   return p.map(num_keys).kv("id", id).kv("seq", seq).kv("kind", kind);
 }
 
-} // namespace
-
-wire_bytes encode(const accepted_event& e) {
+wire_bytes encode_map(const accepted_event& e) {
   map_packer p;
   head(p, 3, e.id, e.seq, "accepted");
   return p.take();
 }
 
-wire_bytes encode(const tokens_event& e) {
+wire_bytes encode_map(const tokens_event& e) {
   map_packer p;
   head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0), e.id, e.seq, "tokens");
   p.str("token_ids").array(static_cast<uint32_t>(e.token_ids.size()));
@@ -46,7 +44,7 @@ wire_bytes encode(const tokens_event& e) {
   return p.take();
 }
 
-wire_bytes encode(const done_event& e) {
+wire_bytes encode_map(const done_event& e) {
   map_packer p;
   head(p, 7, e.id, e.seq, "done").kv("finish_reason", to_string(e.reason)).kv("text", e.text);
   p.str("usage").map(3).kv("prompt_tokens", e.usage.prompt_tokens);
@@ -58,11 +56,13 @@ wire_bytes encode(const done_event& e) {
   return p.take();
 }
 
-wire_bytes encode(const error_event& e) {
+wire_bytes encode_map(const error_event& e) {
   map_packer p;
   head(p, 5, e.id, e.seq, "error").kv("code", to_string(e.code)).kv("message", e.message);
   return p.take();
 }
+
+} // namespace
 
 const std::string& job_id_of(const job_event& event) {
   return std::visit([](const auto& e) -> const std::string& { return e.id; }, event);
@@ -77,7 +77,7 @@ bool is_terminal(const job_event& event) {
 }
 
 wire_bytes encode(const job_event& event) {
-  return std::visit([](const auto& e) { return encode(e); }, event);
+  return std::visit([](const auto& e) { return encode_map(e); }, event);
 }
 
 wire_bytes encode(const heartbeat_event& e) {

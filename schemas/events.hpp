@@ -96,12 +96,9 @@ const std::string& job_id_of(const job_event& event);
 uint64_t seq_of(const job_event& event);
 bool is_terminal(const job_event& event);
 
-wire_bytes encode(const accepted_event& event);
-wire_bytes encode(const tokens_event& event);
-wire_bytes encode(const done_event& event);
-wire_bytes encode(const error_event& event);
-wire_bytes encode(const heartbeat_event& event);
+/// The event's map (any kind: `encode(tokens_event{...})` converts), and the heartbeat's.
 wire_bytes encode(const job_event& event);
+wire_bytes encode(const heartbeat_event& event);
 
 /// The wire codec's reader: one encoded job event, or nullopt when the bytes are not one
 /// (corrupt, or another kind). The journal's and JetStream's stored events and fetched ones come

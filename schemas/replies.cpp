@@ -16,11 +16,9 @@ wire_bytes ok_about_job(const std::string& id, const char* key, const V& value) 
   return p.take();
 }
 
-} // namespace
+wire_bytes encode_map(const submit_reply& reply) { return ok_about_job(reply.id, "topic", topic_for(reply.id)); }
 
-wire_bytes encode(const submit_reply& reply) { return ok_about_job(reply.id, "topic", topic_for(reply.id)); }
-
-wire_bytes encode(const error_reply& reply) {
+wire_bytes encode_map(const error_reply& reply) {
   map_packer p;
   p.map(reply.id.empty() ? 2 : 3).kv("ok", false);
   if (!reply.id.empty()) p.kv("id", reply.id);
@@ -30,9 +28,9 @@ wire_bytes encode(const error_reply& reply) {
   return p.take();
 }
 
-wire_bytes encode(const cancel_reply& reply) { return ok_about_job(reply.id, "state", to_string(reply.state)); }
+wire_bytes encode_map(const cancel_reply& reply) { return ok_about_job(reply.id, "state", to_string(reply.state)); }
 
-wire_bytes encode(const status_reply& reply) {
+wire_bytes encode_map(const status_reply& reply) {
   map_packer p;
   p.map(reply.reason ? 7 : 6).kv("ok", true).kv("id", reply.id);
   p.kv("state", to_string(reply.state)).kv("prompt_tokens", reply.prompt_tokens);
@@ -41,7 +39,7 @@ wire_bytes encode(const status_reply& reply) {
   return p.take();
 }
 
-wire_bytes encode(const fetch_reply& reply) {
+wire_bytes encode_map(const fetch_reply& reply) {
   map_packer p;
   p.map(4).kv("ok", true).kv("id", reply.id);
   p.str("events").array(static_cast<uint32_t>(reply.events.size()));
@@ -50,7 +48,7 @@ wire_bytes encode(const fetch_reply& reply) {
   return p.take();
 }
 
-wire_bytes encode(const stats_reply& r) {
+wire_bytes encode_map(const stats_reply& r) {
   const serving_stats& s = r.serving;
   map_packer p;
   p.map(19).kv("ok", true).kv("queued", s.queued).kv("running", s.running);
@@ -70,15 +68,17 @@ wire_bytes encode(const stats_reply& r) {
   return p.take();
 }
 
-wire_bytes encode(const health_reply& reply) {
+wire_bytes encode_map(const health_reply& reply) {
   map_packer p;
   p.map(4).kv("ok", true).kv("status", to_string(reply.status));
   p.kv("protocol", protocol_version).kv("model", reply.model);
   return p.take();
 }
 
+} // namespace
+
 wire_bytes encode(const reply& r) {
-  return std::visit([](const auto& x) { return encode(x); }, r);
+  return std::visit([](const auto& x) { return encode_map(x); }, r);
 }
 
 error_reply to_reply(const decode_error& error) {

@@ -95,14 +95,8 @@ struct health_reply {
 /// encodes it with encode(); HTTP and NATS read it as it is).
 using reply = std::variant<submit_reply, error_reply, cancel_reply, status_reply, fetch_reply, stats_reply, health_reply>;
 
+/// The reply's map (any kind: `encode(status_reply{...})` converts).
 wire_bytes encode(const reply& r);
-wire_bytes encode(const submit_reply& reply);
-wire_bytes encode(const error_reply& reply);
-wire_bytes encode(const cancel_reply& reply);
-wire_bytes encode(const status_reply& reply);
-wire_bytes encode(const fetch_reply& reply);
-wire_bytes encode(const stats_reply& reply);
-wire_bytes encode(const health_reply& reply);
 
 /// The error reply for a decode_error (id and field carried over).
 error_reply to_reply(const decode_error& error);

@@ -33,10 +33,22 @@ int64_t intake_max_frame_bytes(const schemas::decode_limits& limits) {
   return static_cast<int64_t>(2 * limits.max_message_bytes);
 }
 
+zmq_socket_intake::zmq_socket_intake(zmq::context_t& ctx, zmq::socket_type type, const std::string& endpoint, std::string_view what,
+                                     const schemas::decode_limits& limits, const curve_server_config& curve)
+    : sock_(bind_intake(ctx, type, endpoint, what, limits, curve)), endpoint_(bound_endpoint(sock_)), limits_(limits) {}
+
+void zmq_socket_intake::start(const intake_context& ctx) {
+  thread_ = std::thread([this, sink = ctx.sink] { run(*sink); });
+}
+
+void zmq_socket_intake::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
 router_intake::router_intake(zmq::context_t& ctx, const std::string& endpoint, const schemas::decode_limits& limits,
                              const curve_server_config& curve)
-    : sock_(bind_intake(ctx, zmq::socket_type::router, endpoint, "--router", limits, curve)), limits_(limits) {
-  endpoint_ = bound_endpoint(sock_);
+    : zmq_socket_intake(ctx, zmq::socket_type::router, endpoint, "--router", limits, curve) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw std::runtime_error("eventfd() failed for the ROUTER intake");
 }
@@ -44,15 +56,6 @@ router_intake::router_intake(zmq::context_t& ctx, const std::string& endpoint, c
 router_intake::~router_intake() {
   stop();
   if (wake_fd_ >= 0) ::close(wake_fd_);
-}
-
-void router_intake::start(const intake_context& ctx) {
-  thread_ = std::thread([this, sink = ctx.sink] { run(*sink); });
-}
-
-void router_intake::stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
 }
 
 void router_intake::reply(uint64_t tag, schemas::reply r) {
@@ -122,20 +125,9 @@ void router_intake::send_ready_replies() {
 
 pull_intake::pull_intake(zmq::context_t& ctx, const std::string& endpoint, const schemas::decode_limits& limits,
                          const curve_server_config& curve)
-    : sock_(bind_intake(ctx, zmq::socket_type::pull, endpoint, "--pull", limits, curve)), limits_(limits) {
-  endpoint_ = bound_endpoint(sock_);
-}
+    : zmq_socket_intake(ctx, zmq::socket_type::pull, endpoint, "--pull", limits, curve) {}
 
-pull_intake::~pull_intake() { stop(); }
-
-void pull_intake::start(const intake_context& ctx) {
-  thread_ = std::thread([this, sink = ctx.sink] { run(*sink); });
-}
-
-void pull_intake::stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-}
+pull_intake::~pull_intake() { stop(); }  // (before the socket goes: the thread uses it)
 
 void pull_intake::run(request_sink& sink) {
   zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}};

@@ -110,17 +110,6 @@ void gguf_writer::add_kv(std::string key, gguf_value value) {
   kvs_.emplace_back(std::move(key), std::move(value));
 }
 
-void gguf_writer::add_kv(std::string key, uint8_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, int8_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, uint16_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, int16_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, uint32_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, int32_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, uint64_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, int64_t v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, float v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, double v) { add_kv(std::move(key), gguf_value{v}); }
-void gguf_writer::add_kv(std::string key, bool v) { add_kv(std::move(key), gguf_value{v}); }
 void gguf_writer::add_kv(std::string key, std::string_view v) {
   add_kv(std::move(key), gguf_value{std::string(v)});
 }

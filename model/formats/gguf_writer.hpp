@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "model/formats/gguf.hpp"
@@ -20,17 +21,12 @@ class gguf_writer {
 public:
   /// Any value, including nested arrays. Keys keep insertion order.
   void add_kv(std::string key, gguf_value value);
-  void add_kv(std::string key, uint8_t v);
-  void add_kv(std::string key, int8_t v);
-  void add_kv(std::string key, uint16_t v);
-  void add_kv(std::string key, int16_t v);
-  void add_kv(std::string key, uint32_t v);
-  void add_kv(std::string key, int32_t v);
-  void add_kv(std::string key, uint64_t v);
-  void add_kv(std::string key, int64_t v);
-  void add_kv(std::string key, float v);
-  void add_kv(std::string key, double v);
-  void add_kv(std::string key, bool v);
+  /// A number or a bool: its GGUF type follows the C++ type (uint8_t .. int64_t, float, double, bool).
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  void add_kv(std::string key, T v) {
+    add_kv(std::move(key), gguf_value{v});
+  }
   void add_kv(std::string key, std::string_view v);
   void add_kv(std::string key, const char* v);
   /// Arrays of strings / integers / floats (element type follows the C++ type).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/text_escape.hpp"
+
 namespace conveyor::svg {
 
 std::string num(double v) {
@@ -24,16 +26,7 @@ std::string tick_label(double v) {
   return buf;
 }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
-  }
-  return out;
-}
+std::string escape(const std::string& s) { return escape_chars(s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}}); }
 
 void point(std::string& pts, double x, double y) {
   char buf[64];
