@@ -39,10 +39,16 @@ void end_actor(self_ptr self) {
   else self->quit();
 }
 
+// An event on its way to the publisher: without its typed payload when no sink reads it.
+schemas::published_event outgoing(const request_state& st, schemas::published_event ev) {
+  if (!st.ctx.typed_events) ev.drop_typed_payload();
+  return ev;
+}
+
 // Publishes a job's last events, counts its end, quits.
 void finish(self_ptr self, job_session::end_result r) {
   auto& st = self->state;
-  for (auto& ev : r.events) self->send(st.ctx.pub, p_event_atom::value, std::move(ev));
+  for (auto& ev : r.events) self->send(st.ctx.pub, p_event_atom::value, outgoing(st, std::move(ev)));
   if (st.ctx.registry) {
     if (r.failed) st.ctx.registry->count_failed();
     else st.ctx.registry->count_finished(to_string(r.reason), r.latencies);
@@ -116,7 +122,7 @@ caf::result<void> on_tokens(self_ptr self, const token_batch& b) {
   job_session::tokens_result r = st.session->on_tokens(b);
   if (st.ctx.registry && !r.itl_gaps.empty()) st.ctx.registry->observe_itl_gaps(r.itl_gaps);
   if (r.stop_matched) self->send(st.ctx.sched, s_stop_atom::value, st.sid);
-  if (r.event) return self->delegate(st.ctx.pub, p_event_atom::value, std::move(*r.event));
+  if (r.event) return self->delegate(st.ctx.pub, p_event_atom::value, outgoing(st, std::move(*r.event)));
   return {};
 }
 

@@ -31,6 +31,7 @@ struct front_context {
   bool journal = false;  // the journal is on: each accepted job's request goes to it
   const model::grammar_compiler* grammars = nullptr;  // structured outputs (thread-safe); null: refused
   const model::chat_template* chat = nullptr;  // renders `messages` (thread-safe); null: refused
+  bool typed_events = true;  // a sink reads typed events (HTTP, NATS); false: only wire bytes go out
 };
 
 /// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock) and starts

@@ -120,7 +120,7 @@ void apply_result(self_ptr self, step_result& r) {
   if (st.trace) st.trace->end_step(now_s());
   if (st.failed) return;
   st.jobs->update(r, now_s());
-  if (st.waiting_gauge) st.waiting_gauge->store(st.jobs->sched().stats().num_waiting);
+  if (st.waiting_gauge) st.waiting_gauge->store(st.jobs->sched().num_waiting());
   deliver(self);
   iterate(self);
 }

@@ -128,6 +128,8 @@ public:
   /// The live sequence with this id, or nullptr.
   const sequence* find(seq_id id) const;
   scheduler_stats stats() const;
+  /// Jobs waiting for admission (stats().num_waiting without the walk over the running ones).
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   const kv_cache_manager& kv() const { return kv_; }
   const scheduler_config& config() const { return cfg_; }
 

@@ -76,6 +76,11 @@ bool is_terminal(const job_event& event) {
   return std::holds_alternative<done_event>(event) || std::holds_alternative<error_event>(event);
 }
 
+void published_event::drop_typed_payload() {
+  if (auto* t = std::get_if<tokens_event>(&event)) *t = tokens_event{std::move(t->id), t->seq, {}, {}, {}, {}};
+  else if (auto* d = std::get_if<done_event>(&event)) d->text = std::string();
+}
+
 wire_bytes encode(const job_event& event) {
   return std::visit([](const auto& e) { return encode_map(e); }, event);
 }

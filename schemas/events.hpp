@@ -116,6 +116,10 @@ struct published_event {
   const std::string& job_id() const { return job_id_of(event); }
   uint64_t seq() const { return seq_of(event); }
   bool terminal() const { return is_terminal(event); }
+  /// Frees the typed event's payload (token ids, text, logprobs), keeping its id, seq and kind:
+  /// when every sink reads only the wire bytes, the payload is not carried to (and freed on) the
+  /// publisher's thread, the busiest of the event path.
+  void drop_typed_payload();
 };
 
 } // namespace conveyor::schemas

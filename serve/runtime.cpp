@@ -84,9 +84,12 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   pc.journal = o.journal;
   pc.resumed_logs = std::move(plan.logs);
   pc.sinks.push_back(std::move(eps_->pub));  // the publisher's thread is its only user from here on
+  bool pc_typed_sinks = false;  // only the intakes' sinks read typed events; PUB reads bytes
   for (const auto& in : eps_->intakes)
-    if (transport::event_sink* sink = in->events())  // (owned by the intake list, which outlives the publisher)
+    if (transport::event_sink* sink = in->events()) {  // (owned by the intake list, which outlives the publisher)
       pc.sinks.push_back(std::shared_ptr<transport::event_sink>(std::shared_ptr<void>(), sink));
+      pc_typed_sinks = true;
+    }
   publisher_ = actors::spawn_publisher(*sys_, *scheduler_, std::move(pc), &control_);
   try {
     grammars_ = std::make_unique<model::grammar_compiler>(tok, executor_vocab);
@@ -98,8 +101,9 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   } catch (const model::chat_template_error& e) {
     chat_error_ = e.what();  // jobs with `messages` are refused; prompts and token ids serve
   }
-  const actors::front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
-                          o.journal != nullptr, grammars_.get(), chat_.get()};
+  actors::front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
+                            o.journal != nullptr, grammars_.get(), chat_.get()};
+  ctx.typed_events = pc_typed_sinks;
   front_ = actors::spawn_front(*sys_, ctx);
   if (o.journal) {
     caf::anon_send(*scheduler_, actors::s_journal_atom::value, *publisher_);
