@@ -115,6 +115,10 @@ void on_inbound(self_ptr self, inbound& in) {
   const transport::reply_to to = in.to;
   if (auto* e = std::get_if<schemas::decode_error>(&in.request)) return on_decode_error(self, to, *e);
   if (auto* s = std::get_if<schemas::submit_request>(&in.request)) {
+    // From the moment a stop is requested (SIGTERM: /health already answers 503) a new job is
+    // refused here, before the drain reaches the job table, which refuses it the same way.
+    if (!in.resume && ctx.control && ctx.control->stopping())
+      return refuse_submit(ctx, to, s->id, refusal{error_code::shutting_down, "the server is shutting down; submit elsewhere or retry later"});
     spawn_request(self->system(), std::move(*s), in.arrival_s, to, ctx, std::move(in.resume));
     return;
   }

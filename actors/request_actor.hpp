@@ -11,6 +11,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/metrics.hpp"
+#include "actors/runtime_control.hpp"
 #include "model/text/chat_template.hpp"
 #include "model/text/grammar.hpp"
 #include "model/text/tokenizer.hpp"
@@ -32,6 +33,7 @@ struct front_context {
   const model::grammar_compiler* grammars = nullptr;  // structured outputs (thread-safe); null: refused
   const model::chat_template* chat = nullptr;  // renders `messages` (thread-safe); null: refused
   bool typed_events = true;  // a sink reads typed events (HTTP, NATS); false: only wire bytes go out
+  const runtime_control* control = nullptr;  // once a stop is requested, new jobs are refused (null: never)
 };
 
 /// Spawns the actor for one decoded job that arrived at `arrival_s` (now_s() clock) and starts

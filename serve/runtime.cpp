@@ -104,6 +104,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   actors::front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
                             o.journal != nullptr, grammars_.get(), chat_.get()};
   ctx.typed_events = pc_typed_sinks;
+  ctx.control = &control_;
   front_ = actors::spawn_front(*sys_, ctx);
   if (o.journal) {
     caf::anon_send(*scheduler_, actors::s_journal_atom::value, *publisher_);

@@ -91,4 +91,22 @@ BOOST_AUTO_TEST_CASE(every_router_request_gets_exactly_one_reply) {
   BOOST_TEST(h.live_requests.load() == 0);
 }
 
+// Once a stop is requested (SIGTERM), a new job is refused as shutting_down at the front door,
+// before the drain reaches the job table (the HTTP /health already says 503 by then); a job
+// already running goes on.
+BOOST_AUTO_TEST_CASE(a_requested_stop_refuses_new_jobs_at_once) {
+  harness h;
+  h.submit("running", 4);
+  h.settle();
+  h.control.request_stop(0, "SIGTERM");
+  const uint64_t tag = h.submit("late", 4);
+  h.settle();
+  const json r = h.reply(tag);
+  BOOST_TEST(r["ok"] == false);
+  BOOST_TEST(r["error"]["code"] == "shutting_down");
+  BOOST_TEST(h.events_naming("late") == 0u);
+  h.run();
+  BOOST_TEST(h.stream("running").terminal.value("finish_reason", "") == "length");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

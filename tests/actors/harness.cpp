@@ -170,6 +170,7 @@ harness::harness(harness_options o)
   ctx.model_name = "tiny";
   ctx.live_requests = &live_requests;
   ctx.journal = true;  // request actors send each job's submit map with its `accepted` (log.requests)
+  ctx.control = &control;  // a test that requests a stop sees new jobs refused
   front = actors::spawn_front(sys, ctx, /*detached=*/false);
   run();
 }
