@@ -4,7 +4,7 @@
 // reply_channel, and the intake sends it from the thread that owns its socket.
 //
 //   intake thread: recv ─ decode ─▶ sink.deliver(reply_to, request)      (never blocks)
-//   actors:        ... ─▶ reply_to.send(bytes) ─▶ channel queue + wake-up (any thread)
+//   actors:        ... ─▶ reply_to.send(typed reply) ─▶ channel queue + wake-up (any thread)
 //   intake thread: wake-up ─ drain queue ─ send on its own socket
 #pragma once
 

@@ -28,10 +28,7 @@ double unix_seconds() {
 } // namespace
 
 nats_intake::nats_intake(const nats_config& cfg, const schemas::decode_limits& limits, int64_t max_in_flight)
-    : nats_intake(std::make_shared<nats_link>(cfg), limits, max_in_flight) {}
-
-nats_intake::nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight)
-    : link_(std::move(link)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)) {}
+    : link_(std::make_shared<nats_link>(cfg)), limits_(limits), max_in_flight_(std::max<int64_t>(1, max_in_flight)) {}
 
 nats_intake::~nats_intake() { stop(); }
 

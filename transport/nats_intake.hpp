@@ -6,7 +6,7 @@
 //                  the job's stored events first (held, retried while they cannot be read):
 //                  ended -> ack; else it resumes at the next seq;
 //                  the delivery that reaches max_deliver is dead-lettered (error event + Term)
-//   event thread:  every event the publisher sent (the tap) -> async publishes with msg id
+//   event thread:  every event the publisher sent (this intake is one of its event sinks) -> async publishes with msg id
 //                  "<id>:<seq>" -> one wait for the acks -> a stored terminal event acks its
 //                  job; refusals: overloaded / shutting_down -> Nak (another replica takes it),
 //                  others -> error event + dead letter; every ack_wait/3 an in-progress ack
@@ -40,7 +40,6 @@ public:
   /// Connects (throws nats_error naming the server and the fix). At most `max_in_flight` jobs
   /// are held from the consumer, and no more than the context's free_slots() at a time.
   nats_intake(const nats_config& cfg, const schemas::decode_limits& limits, int64_t max_in_flight);
-  nats_intake(std::shared_ptr<nats_link> link, const schemas::decode_limits& limits, int64_t max_in_flight);
   ~nats_intake() override;
   void start(const intake_context& ctx) override;
   /// Stops taking jobs; events still go out (the runtime drains, then calls stop()).

@@ -1,5 +1,7 @@
 #include "tools/bench/wire.hpp"
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor::bench {
 namespace {
 
@@ -31,6 +33,10 @@ template <class F> void for_each_pair(const msgpack::object& map, F&& f) {
   for (uint32_t i = 0; i < map.via.map.size; ++i) f(str_of(map.via.map.ptr[i].key), map.via.map.ptr[i].val);
 }
 
+// The protocol's event kinds (schemas/protocol.md); any other kind reads as `other`.
+constexpr auto kEventKinds = make_enum_names<event_kind>(
+    {{event_kind::accepted, "accepted"}, {event_kind::tokens, "tokens"}, {event_kind::done, "done"}, {event_kind::error, "error"}});
+
 std::optional<event_view> event_from(const msgpack::object& o) {
   if (o.type != msgpack::type::MAP) return std::nullopt;
   event_view e;
@@ -44,8 +50,7 @@ std::optional<event_view> event_from(const msgpack::object& o) {
     } else if (key == "kind" && v.type == msgpack::type::STR) {
       const std::string_view k = str_of(v);
       has_kind = true;
-      e.kind = k == "tokens" ? event_kind::tokens : k == "accepted" ? event_kind::accepted
-               : k == "done" ? event_kind::done : k == "error" ? event_kind::error : event_kind::other;
+      e.kind = kEventKinds.parse(k).value_or(event_kind::other);
     } else if (key == "token_ids" && v.type == msgpack::type::ARRAY) {
       e.num_tokens = static_cast<int32_t>(v.via.array.size);
     } else if (key == "finish_reason") {
@@ -172,9 +177,7 @@ std::optional<reply_view> decoder::reply(const void* data, size_t size) {
         for_each_pair(v, [&](std::string_view k, const msgpack::object& e) {
           if (k != "code") return;
           r.error_code = str_of(e);
-          for (auto c : {error_code::bad_request, error_code::too_long, error_code::overloaded, error_code::duplicate,
-                         error_code::not_found, error_code::shutting_down, error_code::internal})
-            if (r.error_code == to_string(c)) r.code = c;
+          r.code = parse_error_code(r.error_code);
         });
       } else if (key == "events" && v.type == msgpack::type::ARRAY) {
         for (uint32_t i = 0; i < v.via.array.size; ++i)
