@@ -227,38 +227,49 @@ def gguf_tensor(w, name, x, dtype):
         w.add_tensor(name, raw.view(np.uint8).reshape(x.shape[0], x.shape[1] * 2), raw_dtype=gguf.GGMLQuantizationType.BF16)
 
 
+# One layer's tensors, in file order: (GGUF name, Hugging Face name, present in every architecture).
+LAYER_TENSORS = (
+    ("attn_norm.weight", "input_layernorm.weight", True),
+    ("attn_q.weight", "self_attn.q_proj.weight", True),
+    ("attn_k.weight", "self_attn.k_proj.weight", True),
+    ("attn_v.weight", "self_attn.v_proj.weight", True),
+    ("attn_q.bias", "self_attn.q_proj.bias", False),
+    ("attn_k.bias", "self_attn.k_proj.bias", False),
+    ("attn_v.bias", "self_attn.v_proj.bias", False),
+    ("attn_q_norm.weight", "self_attn.q_norm.weight", False),
+    ("attn_k_norm.weight", "self_attn.k_norm.weight", False),
+    ("attn_output.weight", "self_attn.o_proj.weight", True),
+    ("ffn_norm.weight", "post_attention_layernorm.weight", True),
+    ("ffn_gate.weight", "mlp.gate_proj.weight", True),
+    ("ffn_up.weight", "mlp.up_proj.weight", True),
+    ("ffn_down.weight", "mlp.down_proj.weight", True),
+)
+
+
 def write_gguf(path, a, weights, voc, dtype):
     w = gguf.GGUFWriter(path, a["gguf_arch"])
     w.add_name(f"tiny-{a['name']}")
     w.add_context_length(N_CTX)
-    w.add_embedding_length(a["n_embd"])
-    w.add_block_count(a["n_layer"])
-    w.add_feed_forward_length(a["n_ff"])
-    w.add_head_count(a["n_head"])
-    w.add_head_count_kv(a["n_head_kv"])
-    w.add_key_length(a["head_dim"])
-    w.add_value_length(a["head_dim"])
-    w.add_rope_dimension_count(a["head_dim"])
-    w.add_rope_freq_base(a["theta"])
-    w.add_layer_norm_rms_eps(a["eps"])
+    for add, key in ((w.add_embedding_length, "n_embd"), (w.add_block_count, "n_layer"),
+                     (w.add_feed_forward_length, "n_ff"), (w.add_head_count, "n_head"),
+                     (w.add_head_count_kv, "n_head_kv"), (w.add_key_length, "head_dim"),
+                     (w.add_value_length, "head_dim"), (w.add_rope_dimension_count, "head_dim"),
+                     (w.add_rope_freq_base, "theta"), (w.add_layer_norm_rms_eps, "eps")):
+        add(a[key])
     w.add_vocab_size(a["n_vocab"])
-    w.add_tokenizer_model(voc["model"])
-    if "pre" in voc:
-        w.add_tokenizer_pre(voc["pre"])
-    w.add_token_list(voc["tokens"])
-    w.add_token_types(voc["types"])
+    # The vocabulary's keys in file order; a key the vocabulary lacks (pre, scores, bos, unk) is left out.
+    for add, key in ((w.add_tokenizer_model, "model"), (w.add_tokenizer_pre, "pre"), (w.add_token_list, "tokens"),
+                     (w.add_token_types, "types"), (w.add_token_scores, "scores")):
+        if voc.get(key) is not None:
+            add(voc[key])
     if "scores" in voc:
-        w.add_token_scores(voc["scores"])
         w.add_add_space_prefix(True)
     else:
         w.add_token_merges(BPE_MERGES)
-    if voc["bos"] is not None:
-        w.add_bos_token_id(voc["bos"])
-    w.add_eos_token_id(voc["eos"])
-    if "unk" in voc:
-        w.add_unk_token_id(voc["unk"])
-    w.add_add_bos_token(voc["add_bos"])
-    w.add_chat_template(voc["template"])
+    for add, key in ((w.add_bos_token_id, "bos"), (w.add_eos_token_id, "eos"), (w.add_unk_token_id, "unk"),
+                     (w.add_add_bos_token, "add_bos"), (w.add_chat_template, "template")):
+        if voc.get(key) is not None:
+            add(voc[key])
 
     nh, nkv = a["n_head"], a["n_head_kv"]
     permuted = a["gguf_arch"] == "llama"
@@ -267,22 +278,13 @@ def write_gguf(path, a, weights, voc, dtype):
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(a))
     for l in range(a["n_layer"]):
         p, b = f"model.layers.{l}.", f"blk.{l}."
-        q, k = weights[p + "self_attn.q_proj.weight"], weights[p + "self_attn.k_proj.weight"]
-        gguf_tensor(w, b + "attn_norm.weight", weights[p + "input_layernorm.weight"], dtype)
-        gguf_tensor(w, b + "attn_q.weight", permute(q, nh) if permuted else q, dtype)
-        gguf_tensor(w, b + "attn_k.weight", permute(k, nkv) if permuted else k, dtype)
-        gguf_tensor(w, b + "attn_v.weight", weights[p + "self_attn.v_proj.weight"], dtype)
-        for x in ("q", "k", "v"):
-            if p + f"self_attn.{x}_proj.bias" in weights:
-                gguf_tensor(w, b + f"attn_{x}.bias", weights[p + f"self_attn.{x}_proj.bias"], dtype)
-        for x in ("q", "k"):
-            if p + f"self_attn.{x}_norm.weight" in weights:
-                gguf_tensor(w, b + f"attn_{x}_norm.weight", weights[p + f"self_attn.{x}_norm.weight"], dtype)
-        gguf_tensor(w, b + "attn_output.weight", weights[p + "self_attn.o_proj.weight"], dtype)
-        gguf_tensor(w, b + "ffn_norm.weight", weights[p + "post_attention_layernorm.weight"], dtype)
-        gguf_tensor(w, b + "ffn_gate.weight", weights[p + "mlp.gate_proj.weight"], dtype)
-        gguf_tensor(w, b + "ffn_up.weight", weights[p + "mlp.up_proj.weight"], dtype)
-        gguf_tensor(w, b + "ffn_down.weight", weights[p + "mlp.down_proj.weight"], dtype)
+        for gguf_name, hf_name, required in LAYER_TENSORS:
+            if not required and p + hf_name not in weights:
+                continue
+            x = weights[p + hf_name]
+            if permuted and gguf_name in ("attn_q.weight", "attn_k.weight"):
+                x = permute(x, nh if gguf_name == "attn_q.weight" else nkv)
+            gguf_tensor(w, b + gguf_name, x, dtype)
     gguf_tensor(w, "output_norm.weight", weights["model.norm.weight"], dtype)
     if "lm_head.weight" in weights:
         gguf_tensor(w, "output.weight", weights["lm_head.weight"], dtype)

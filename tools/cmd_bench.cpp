@@ -114,26 +114,16 @@ int run_bench(bench_opts& o) {
   }
   const bench::bench_metrics m = bench::compute_metrics(d.timelines, o.run.slo, o.run.percentiles);
   std::cout << bench::format_table(o.run, d, m) << std::flush;
-  if (!o.json_path.empty()) {
-    std::ofstream f(o.json_path);
-    f << bench::to_json(o.run, d, m, o.detailed).dump(1) << "\n";
-    if (!f) {
-      std::cerr << "conveyor bench: cannot write --json " << o.json_path << "\n";
-      return 1;
-    }
-  }
+  if (!o.json_path.empty() &&
+      !write_output("bench", error_sink::plain, "--json", o.json_path, bench::to_json(o.run, d, m, o.detailed).dump(1) + "\n"))
+    return 2;
   if (!o.plot_path.empty()) {
     bench::plot_input p;
     p.title = "conveyor bench: " + std::string(bench::to_string(w.name)) + ", " + std::to_string(m.completed) +
               " requests, " + std::to_string(static_cast<int64_t>(m.output_throughput)) + " output tok/s";
     p.samples = m.samples;
     p.output_rate = bench::output_rate_series(d.timelines, 60, p.bin_s);
-    std::ofstream f(o.plot_path);
-    f << bench::render_svg(p);
-    if (!f) {
-      std::cerr << "conveyor bench: cannot write --plot " << o.plot_path << "\n";
-      return 1;
-    }
+    if (!write_output("bench", error_sink::plain, "--plot", o.plot_path, bench::render_svg(p))) return 2;
   }
   return 0;
 }

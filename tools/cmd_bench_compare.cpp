@@ -5,7 +5,6 @@
 // the work directory, so nothing else on the machine is disturbed; their logs stay there.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -14,6 +13,7 @@
 #include "tools/bench/compare.hpp"
 #include "tools/bench/server_process.hpp"
 #include "tools/bench_cli.hpp"
+#include "tools/command.hpp"
 
 namespace conveyor::tools {
 namespace {
@@ -95,13 +95,6 @@ bench::compare_run run_one(const bench_opts& o, const std::string& dir, int32_t 
   return run;
 }
 
-bool write_file(const std::string& path, const std::string& what, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  if (f) return true;
-  std::cerr << "conveyor bench: cannot write " << what << " " << path << "\n";
-  return false;
-}
 
 } // namespace
 
@@ -165,9 +158,9 @@ int run_compare_batching(bench_opts& o) {
   }
   std::cout << bench::format_compare_table(setup, runs) << std::flush;
   bool ok = true;
-  if (!o.json_path.empty()) ok &= write_file(o.json_path, "--json", bench::compare_to_json(setup, runs).dump(1) + "\n");
-  if (!o.plot_path.empty()) ok &= write_file(o.plot_path, "--plot", bench::render_compare_svg(setup, runs));
-  return ok ? 0 : 1;
+  if (!o.json_path.empty()) ok &= write_output("bench", error_sink::plain, "--json", o.json_path, bench::compare_to_json(setup, runs).dump(1) + "\n");
+  if (!o.plot_path.empty()) ok &= write_output("bench", error_sink::plain, "--plot", o.plot_path, bench::render_compare_svg(setup, runs));
+  return ok ? 0 : 2;
 }
 
 } // namespace conveyor::tools

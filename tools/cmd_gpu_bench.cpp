@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "engine/scheduler.hpp"
@@ -196,7 +195,7 @@ int run_gpu_bench(const gpu_bench_opts& o) {
     if (!o.workload_json.empty()) {
       nlohmann::json wj = nlohmann::json::array();
       for (const auto& r : reqs) wj.push_back({{"prompt", r.prompt}, {"output_len", r.output_len}});
-      std::ofstream(o.workload_json) << wj.dump() << "\n";
+      if (!write_output("gpu-bench", error_sink::plain, "--workload-json", o.workload_json, wj.dump() + "\n")) return 2;
     }
     for (batching_mode mode : {batching_mode::continuous, batching_mode::static_batch}) {
       const workload_run w = run_workload(*ex, reqs, mode, eo.max_num_seqs, eo.max_num_batched_tokens);
@@ -207,7 +206,8 @@ int run_gpu_bench(const gpu_bench_opts& o) {
                                           {"output_tokens_per_s", w.output_tokens / w.seconds}};
     }
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(2) << "\n";
+  if (!o.json_path.empty() && !write_output("gpu-bench", error_sink::plain, "--json", o.json_path, out.dump(2) + "\n"))
+    return 2;
   return 0;
 }
 

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "model/cpu/cpu_executor.hpp"
@@ -60,7 +59,8 @@ int run_step_bench(const step_bench_opts& o) {
     std::printf("%8d %14.2f %18.1f\n", b, step_ms, 1000.0 * b / step_ms);
     out["decode"].push_back({{"batch", b}, {"step_ms", step_ms}, {"tokens_per_s", 1000.0 * b / step_ms}});
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << "\n";
+  if (!o.json_path.empty() && !write_output("step-bench", error_sink::plain, "--json", o.json_path, out.dump(1) + "\n"))
+    return 2;
   return 0;
 }
 

@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -56,13 +55,7 @@ int run_trace(const trace_opts& o) {
     count = default_steps;
   }
   const std::string svg = trace::render_svg(t, {first, count, o.width});
-  std::ofstream out(o.out, std::ios::binary);
-  out << svg;
-  out.close();
-  if (!out) {
-    spdlog::error("conveyor trace: -o {}: cannot write", o.out);
-    return 2;
-  }
+  if (!write_output("trace", error_sink::log, "-o", o.out, svg)) return 2;
   spdlog::info("conveyor trace: wrote {} ({} bytes; {} steps, {} jobs in the trace)", o.out, svg.size(), count,
                t.jobs.size());
   return 0;

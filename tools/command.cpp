@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
 #include <iostream>
 #include <new>
 #include <string>
@@ -55,6 +56,15 @@ int run_reporting_errors(const char* name, error_sink sink, const std::function<
     if (user_error(e)) return say(sink, name, e.what(), 2);
     return say(sink, name, std::string("internal error: ") + e.what(), 1);
   }
+}
+
+bool write_output(const char* name, error_sink sink, const char* flag, const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (f) return true;
+  say(sink, name, std::string("cannot write ") + flag + " " + path + " (check that its folder exists and is writable)", 1);
+  return false;
 }
 
 int run_failing_with(const char* name, int code, const std::function<int()>& body) {

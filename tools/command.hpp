@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 namespace conveyor::tools {
@@ -40,6 +41,12 @@ enum class error_sink { log, plain };
 /// "internal error: <what>" and exits 1.
 int run_reporting_errors(const char* name, error_sink sink, const std::function<int()>& body,
                          const char* oom_advice = nullptr);
+
+/// Writes `text` to `path` (what a flag such as --json or --plot names). False, after saying
+/// "conveyor <name>: cannot write <flag> <path>" on `sink`, when it cannot (a missing folder, no
+/// permission, a full disk): a benchmark's results are never lost without a word. The commands
+/// exit 2 then, as for any input the user can fix.
+bool write_output(const char* name, error_sink sink, const char* flag, const std::string& path, const std::string& text);
 
 /// body()'s exit code; any exception becomes "conveyor <name>: <what>" on stderr and exit `code`
 /// (the benchmarks, where every failure is reported alike).

@@ -19,8 +19,7 @@ constexpr auto workload_kind_names = make_enum_names<workload_kind>(
 std::optional<workload_kind> parse_workload_kind(const std::string& text) { return workload_kind_names.parse(text); }
 const char* to_string(workload_kind kind) { return workload_kind_names.name(kind); }
 
-std::string validate_lengths(int32_t num_prompts, int32_t input_len, int32_t output_len, int32_t cap,
-                             double range_ratio, bool as_flags) {
+std::string workload_lengths::validate_lengths(bool as_flags) const {
   auto field = [as_flags](std::string name) {
     if (!as_flags) return name;
     std::replace(name.begin(), name.end(), '_', '-');
@@ -35,7 +34,7 @@ std::string validate_lengths(int32_t num_prompts, int32_t input_len, int32_t out
 }
 
 std::string workload_params::validate() const {
-  if (auto err = validate_lengths(num_prompts, input_len, output_len, cap, range_ratio, false); !err.empty()) return err;
+  if (auto err = validate_lengths(false); !err.empty()) return err;
   if (!(request_rate > 0.0)) return "request_rate must be > 0 (inf = all at t=0)";
   if (kind == workload_kind::poisson && std::isinf(request_rate))
     return "the poisson workload needs a finite request_rate (requests per second)";

@@ -23,19 +23,28 @@ enum class workload_kind { anyscale, fixed, uniform, poisson };
 std::optional<workload_kind> parse_workload_kind(const std::string& text);
 const char* to_string(workload_kind kind);
 
-struct workload_params {
-  workload_kind kind = workload_kind::anyscale;
+/// The lengths every synthetic workload shares (this one's and `conveyor bench`'s), and their checks.
+struct workload_lengths {
   /// Requests in the run. >= 1.
   int32_t num_prompts = 1000;
-  /// Prompt length (fixed) or its centre (uniform, poisson). Unit: tokens. >= 1.
+  /// Prompt length, or the centre / mean of its distribution. Unit: tokens. >= 1.
   int32_t input_len = 512;
-  /// Output length (fixed), its centre (uniform) or the exponential's mean (anyscale,
-  /// poisson). Unit: tokens. >= 1.
+  /// Output length, or the centre / mean of its distribution. Unit: tokens. >= 1.
   int32_t output_len = 128;
-  /// Longest output of the capped exponential. Unit: tokens. >= 1.
+  /// Longest length drawn from an unbounded distribution (the capped exponential). Unit: tokens. >= 1.
   int32_t cap = 512;
   /// Half-width of uniform lengths, as a fraction of the centre. In [0, 1).
   double range_ratio = 0.5;
+
+  /// "" when valid, else a message naming the first bad field as a setting ("num_prompts") or,
+  /// with `as_flags`, as a command-line flag ("--num-prompts").
+  std::string validate_lengths(bool as_flags) const;
+};
+
+/// fixed: input_len and output_len exactly; uniform: both around their centre; anyscale and
+/// poisson: output_len is the exponential's mean.
+struct workload_params : workload_lengths {
+  workload_kind kind = workload_kind::anyscale;
   /// Mean arrivals per second; infinity sends everything at t = 0.
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
@@ -43,12 +52,6 @@ struct workload_params {
   /// Returns "" when valid, else a message naming the field and the fix.
   std::string validate() const;
 };
-
-/// The checks every synthetic workload shares (this one's and `conveyor bench`'s): "" when valid,
-/// else a message naming the first bad field as a setting ("num_prompts") or, with `as_flags`,
-/// as a command-line flag ("--num-prompts").
-std::string validate_lengths(int32_t num_prompts, int32_t input_len, int32_t output_len, int32_t cap,
-                             double range_ratio, bool as_flags);
 
 struct sim_request {
   double arrival_s = 0.0;

@@ -155,6 +155,24 @@ BOOST_AUTO_TEST_CASE(serve_refuses_bad_settings_with_exit_code_2) {
   std::filesystem::remove(cfg);
 }
 
+// An output file that cannot be written is an error naming the flag and the path (step-bench and
+// gpu-bench dropped their --json results without a word).
+BOOST_AUTO_TEST_CASE(an_unwritable_output_file_exits_with_code_2) {
+  const std::string tiny = temp_file("tiny-out.gguf");
+  model::write_tiny_llama(tiny, model::tiny_config_a());
+  const std::string args = "step-bench --model " + tiny + " --batches 1 --steps 1 --prompt-len 4 --context 4 --json ";
+  const run_result bad = run_conveyor(args + "/nonexistent/dir/r.json");  // after the results table
+  BOOST_TEST(bad.code == 2, bad.output);
+  BOOST_TEST(bad.output.find("conveyor step-bench: cannot write --json /nonexistent/dir/r.json") != std::string::npos, bad.output);
+  const std::string written = temp_file("step-bench.json");
+  const run_result r = run_conveyor(args + written);
+  BOOST_TEST(r.code == 0, r.output);
+  std::ifstream in(written);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), {}).find("\"decode\"") != std::string::npos);
+  std::filesystem::remove(written);
+  std::filesystem::remove(tiny);
+}
+
 // The sockets are bound before the model loads: with a taken port and a file that is no model,
 // the error is the port's (it comes at once, not after loading a model).
 BOOST_AUTO_TEST_CASE(a_taken_port_fails_before_the_model_loads) {

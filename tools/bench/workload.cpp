@@ -28,7 +28,7 @@ const char* to_string(workload_name w) { return workload_names.name(w); }
 const char* to_string(length_dist d) { return length_dist_names.name(d); }
 
 std::string workload_options::validate() const {
-  if (auto err = sim::validate_lengths(num_prompts, input_len, output_len, cap, range_ratio, true); !err.empty())
+  if (auto err = validate_lengths(true); !err.empty())
     return err;
   if (!(lognormal_sigma > 0.0 && std::isfinite(lognormal_sigma))) return "--lognormal-sigma must be > 0";
   if (vocab_size <= 100) return "--vocab-size must be > 100 (prompt ids are drawn from [100, vocab-size))";

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/sim/workload.hpp"
+
 namespace conveyor::bench {
 
 enum class workload_name { random, anyscale, chat, file };
@@ -49,24 +51,19 @@ struct bench_request {
   bool force_length = false;
 };
 
-struct workload_options {
+/// The lengths (sim::workload_lengths): input_len is the prompt tokens (random) or the centre / mean
+/// of their distribution, 1024 unless set; cap is the longest length drawn by capped-exponential
+/// and lognormal (and chat's max_tokens).
+struct workload_options : sim::workload_lengths {
+  workload_options() { input_len = 1024; }
+
   workload_name name = workload_name::random;
-  /// Requests in the run. >= 1.
-  int32_t num_prompts = 1000;
-  /// Prompt tokens (random), or the centre / mean of their distribution. >= 1.
-  int32_t input_len = 1024;
-  /// Output tokens, or the centre / mean of their distribution. >= 1.
-  int32_t output_len = 128;
   /// anyscale: prompt tokens (Anyscale's experiment used 512). >= 1.
   int32_t anyscale_input_len = 512;
   length_dist input_dist = length_dist::fixed;
   length_dist output_dist = length_dist::fixed;
-  /// Uniform lengths lie in [len * (1 - r), len * (1 + r)]. In [0, 1).
-  double range_ratio = 0.5;
   /// Lognormal lengths: sigma of the underlying normal; the mean is the length. > 0.
   double lognormal_sigma = 0.5;
-  /// Longest length drawn by capped-exponential and lognormal (and chat's max_tokens). >= 1.
-  int32_t cap = 512;
   /// Prompt token ids are uniform in [100, min(vocab_size, 50001)). > 100.
   int32_t vocab_size = 32000;
   /// chat and file: force output lengths too.
