@@ -118,6 +118,9 @@ job_session::submit_plan job_session::plan_submit(double now_s) {
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
   sub.req.sampling = job_.to_sampling_params(*job_.seed);
   sub.req.stop = job_.to_stop_params(m_.tok->eog_ids());
+  if (!sub.refused && !job_.logit_bias.empty() && job_.logit_bias.back().first >= m_.tok->vocab_size())
+    sub.refused = refusal{error_code::bad_request, "logit_bias: token id " + std::to_string(job_.logit_bias.back().first) +
+                                                       " is outside the vocabulary [0, " + std::to_string(m_.tok->vocab_size()) + ")"};
   if (!sub.refused) {
     auto c = constraint_for(job_, m_, resume_);
     if (auto* why = std::get_if<refusal>(&c)) sub.refused = std::move(*why);

@@ -70,11 +70,11 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
 }
 
 // A sequence whose token is still being sampled by the step in flight is planned ahead (one
-// k_previous_sample token) unless that token can change what comes next: a grammar's mask needs
-// it, and a token that reaches max_tokens or max_model_len ends the sequence.
+// k_previous_sample token) unless that token can change what comes next: a grammar's mask and
+// the penalties need it, and a token that reaches max_tokens or max_model_len ends the sequence.
 bool scheduler::continues_ahead(const sequence& seq) const {
   if (seq.num_pending_samples == 0) return true;
-  if (seq.req.constraint) return false;
+  if (seq.req.constraint || seq.req.sampling.penalized()) return false;
   const int32_t next_len = seq.num_tokens() + seq.num_pending_samples;
   return next_len - seq.num_prompt_tokens < seq.req.stop.max_tokens && next_len < cfg_.max_model_len;
 }
@@ -184,7 +184,16 @@ step_plan scheduler::build_plan() {
     s.block_table = kv_.block_table(seq->id());
     s.sample = end == seq->num_known_tokens();
     s.sampling = seq->req.sampling;
-    if (s.sample) s.constraint = seq->req.constraint;
+    if (s.sample) {
+      s.constraint = seq->req.constraint;
+      if (s.sampling.edits_logits()) {
+        // Penalized sequences are never planned ahead, so their tokens are all known here (a
+        // logit_bias alone reads none). A resumed job's earlier output ends its prompt.
+        const std::span<const token_id> all(seq->tokens.data(), std::min(static_cast<size_t>(end), seq->tokens.size()));
+        const size_t output_begin = static_cast<size_t>(seq->num_prompt_tokens - seq->req.resumed_output);
+        make_logit_edits(s.sampling, all.first(output_begin), all.subspan(output_begin), s.logit_edits);
+      }
+    }
     seq->num_ahead_tokens += c.num_new;
     seq->num_pending_samples += s.sample ? 1 : 0;
     f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions});

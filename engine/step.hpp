@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/constraint.hpp"
+#include "engine/logit_edits.hpp"
 #include "engine/sampling_params.hpp"
 #include "engine/types.hpp"
 
@@ -44,6 +45,9 @@ struct scheduled_seq {
   /// next (token_constraint::fill_mask) right before drawing, and draws only among them; the
   /// engine advances it with the drawn token after the step. Null: any token.
   std::shared_ptr<token_constraint> constraint;
+  /// logit_bias and penalties (set only when `sample` and sampling.edits_logits()): applied to
+  /// the row's logits before the draw, ascending by token. Empty: the raw logits.
+  std::vector<logit_edit> logit_edits;
 };
 
 /// Everything the executor needs for one fused forward step.

@@ -35,7 +35,7 @@ void cuda_executor::submit(const step_plan& plan) {
   for (const auto& s : plan.seqs) {
     decode_only = decode_only && s.tokens.size() == 1 && s.sample;
     n_sample += s.sample ? 1 : 0;
-    on_host = on_host || (s.sample && (s.constraint || s.sampling.top_logprobs > 0));
+    on_host = on_host || (s.sample && (s.constraint || !s.logit_edits.empty() || s.sampling.top_logprobs > 0));
   }
   // The slot's previous user (two steps back) has been collected: its upload and copies are done.
   const int32_t slot = next_slot_;
@@ -83,8 +83,9 @@ void cuda_executor::submit(const step_plan& plan) {
     bool replaced = false;
     for (const auto& s : plan.seqs) {
       if (!s.sample) continue;
-      if (s.constraint || s.sampling.top_logprobs > 0) resample_on_host(s, row, out.result.sampled[static_cast<size_t>(row)]);
-      replaced = replaced || s.constraint != nullptr;
+      const bool redrawn = s.constraint || !s.logit_edits.empty();
+      if (redrawn || s.sampling.top_logprobs > 0) resample_on_host(s, row, out.result.sampled[static_cast<size_t>(row)]);
+      replaced = replaced || redrawn;
       slots_.ids[slot][row] = out.result.sampled[static_cast<size_t>(row)].token;
       ++row;
     }
@@ -110,17 +111,19 @@ step_result cuda_executor::collect() {
   return std::move(out.result);
 }
 
-// Structured outputs and top logprobs: the row's logits come to the host and the CPU sampler
-// (the same pure function of logits, params and position) draws there. One vocab-sized copy per
+// Structured outputs, logit edits (logit_bias, penalties) and top logprobs: the row's logits come
+// to the host and the CPU sampler (the same pure function of logits, params, position and edits)
+// draws there. One vocab-sized copy per
 // such row and step; the device kernel samples every other row.
 void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out) {
   const size_t V = static_cast<size_t>(cfg_.vocab_size);
   host_row_.resize(V);
   CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
   const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-  if (s.constraint) {
-    s.constraint->fill_mask(host_mask_);
-    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, host_mask_);
+  if (s.constraint || !s.logit_edits.empty()) {
+    if (s.constraint) s.constraint->fill_mask(host_mask_);
+    const std::span<const uint32_t> mask = s.constraint ? std::span<const uint32_t>(host_mask_) : std::span<const uint32_t>();
+    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, mask, s.logit_edits);
     out.token = d.token;
     out.logprob = d.logprob;
   }

@@ -1,6 +1,7 @@
 // decode_request(): bounded msgpack parse, then per-op validation. A refusal inside is thrown as
 // detail::refusal and turned into a decode_error here; nothing escapes.
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <new>
 
@@ -35,6 +36,44 @@ float read_sampling(const field_map& f, std::string_view key, float value,
   probe.*member = static_cast<float>(v);
   if (std::string why = probe.validate(); !why.empty()) refuse(key, why);
   return probe.*member;
+}
+
+// {"<id>" | id: bias, ...}: string keys (as JSON has them) or integer keys; sorted by id.
+std::vector<std::pair<token_id, float>> read_logit_bias(const field_map& f) {
+  std::vector<std::pair<token_id, float>> out;
+  const msgpack::object* o = f.find("logit_bias");
+  if (!o) return out;
+  if (o->type != msgpack::type::MAP) refuse("logit_bias", "logit_bias must be a map of token id -> bias");
+  if (o->via.map.size > max_logit_bias)
+    refuse("logit_bias", "logit_bias names " + std::to_string(o->via.map.size) + " tokens; at most " +
+                             std::to_string(max_logit_bias) + " are allowed");
+  for (uint32_t i = 0; i < o->via.map.size; ++i) {
+    const msgpack::object& k = o->via.map.ptr[i].key;
+    const msgpack::object& v = o->via.map.ptr[i].val;
+    int64_t id = -1;
+    if (k.type == msgpack::type::POSITIVE_INTEGER && k.via.u64 <= static_cast<uint64_t>(int32_max)) {
+      id = static_cast<int64_t>(k.via.u64);
+    } else if (k.type == msgpack::type::STR) {
+      const std::string_view s(k.via.str.ptr, k.via.str.size);
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+      if (ec != std::errc() || end != s.data() + s.size() || s.empty() || id < 0 || id > int32_max) id = -1;
+    }
+    if (id < 0) refuse("logit_bias", "logit_bias keys must be token ids (integers >= 0, or such integers as strings)");
+    double bias = 0;
+    switch (v.type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: bias = v.via.f64; break;
+      case msgpack::type::POSITIVE_INTEGER: bias = static_cast<double>(v.via.u64); break;
+      case msgpack::type::NEGATIVE_INTEGER: bias = static_cast<double>(v.via.i64); break;
+      default: refuse("logit_bias", "logit_bias: the bias of token " + std::to_string(id) + " must be a number");
+    }
+    out.emplace_back(static_cast<token_id>(id), static_cast<float>(std::clamp(bias, -1e9, 1e9)));
+  }
+  std::sort(out.begin(), out.end());
+  sampling_params probe;  // the ranges and the distinct ids are the engine's rule
+  probe.logit_bias = out;
+  if (std::string why = probe.validate(); !why.empty()) refuse("logit_bias", why);
+  return out;
 }
 
 prompt_input read_input(const field_map& f, const decode_limits& limits) {
@@ -108,6 +147,10 @@ submit_request read_submit(const field_map& f, const decode_limits& limits) {
   r.top_p = read_sampling(f, "top_p", r.top_p, &sampling_params::top_p);
   r.min_p = read_sampling(f, "min_p", r.min_p, &sampling_params::min_p);
   if (f.read_int("top_k", v, 0, int32_max)) r.top_k = static_cast<int32_t>(v);
+  r.presence_penalty = read_sampling(f, "presence_penalty", r.presence_penalty, &sampling_params::presence_penalty);
+  r.frequency_penalty = read_sampling(f, "frequency_penalty", r.frequency_penalty, &sampling_params::frequency_penalty);
+  r.repetition_penalty = read_sampling(f, "repetition_penalty", r.repetition_penalty, &sampling_params::repetition_penalty);
+  r.logit_bias = read_logit_bias(f);
   if (uint64_t seed = 0; f.read_uint("seed", seed)) r.seed = seed;
   f.read_strings("stop", r.stop, limits.max_stop_strings, limits.max_stop_bytes);
   f.read_ints("stop_token_ids", r.stop_token_ids, limits.max_stop_token_ids, 0, int32_max);
@@ -218,6 +261,10 @@ sampling_params submit_request::to_sampling_params(uint64_t fallback_seed) const
   p.top_p = top_p;
   p.top_k = top_k;
   p.min_p = min_p;
+  p.presence_penalty = presence_penalty;
+  p.frequency_penalty = frequency_penalty;
+  p.repetition_penalty = repetition_penalty;
+  p.logit_bias = logit_bias;
   p.seed = seed.value_or(fallback_seed);
   p.top_logprobs = top_logprobs;
   return p;

@@ -1,5 +1,6 @@
 #include "schemas/decode_fields.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace conveyor::schemas::detail {
@@ -84,6 +85,8 @@ field_map::field_map(const msgpack::object& obj, std::string where) : where_(std
     refuse(self, (where_.empty() ? std::string("the message") : self) + " must be a map, got " +
                      type_name(obj));
   map_ = &obj.via.map;
+  std::vector<std::string_view> keys;
+  keys.reserve(map_->size);
   for (uint32_t i = 0; i < map_->size; ++i) {
     const msgpack::object& key = map_->ptr[i].key;
     if (key.type != msgpack::type::STR)
@@ -91,10 +94,12 @@ field_map::field_map(const msgpack::object& obj, std::string where) : where_(std
     // Checked before a key is ever echoed (the repeated-key error names it): a reply with invalid
     // UTF-8 cannot be read by clients that decode strings (Python's msgpack, raw=False).
     if (!valid_utf8(str_of(key))) refuse(self, "map keys must be valid UTF-8");
-    for (uint32_t j = 0; j < i; ++j)
-      if (str_of(map_->ptr[j].key) == str_of(key))
-        refuse(name(str_of(key)), "key " + name(str_of(key)) + " appears twice");
+    keys.push_back(str_of(key));
   }
+  // Sorted, not compared pairwise: a frame full of wide maps costs n log n, not n squared.
+  std::sort(keys.begin(), keys.end());
+  if (const auto twice = std::adjacent_find(keys.begin(), keys.end()); twice != keys.end())
+    refuse(name(*twice), "key " + name(*twice) + " appears twice");
 }
 
 const msgpack::object* field_map::find(std::string_view key) const {

@@ -56,8 +56,9 @@ struct decode_limits {
   std::size_t max_message_bytes = 1u << 20;
   /// msgpack::unpack_limit: most elements in any array (prompt_tokens is the long one).
   std::size_t max_array_len = 1u << 17;
-  /// msgpack::unpack_limit: most key/value pairs in any map.
-  std::size_t max_map_len = 64;
+  /// msgpack::unpack_limit: most key/value pairs in any map. logit_bias is the wide one: above
+  /// its own limit (max_logit_bias, 300) and below this one, its refusal names the field.
+  std::size_t max_map_len = 512;
   /// msgpack::unpack_limit: longest str (and bin) in bytes.
   std::size_t max_str_bytes = 1u << 20;
   /// msgpack::unpack_limit: deepest container nesting (the top map is depth 1; messages need 3).

@@ -50,6 +50,12 @@ struct submit_request {
   float top_p = 1.0f;
   int32_t top_k = 0;
   float min_p = 0.0f;
+  /// Penalties on tokens already in the text (sampling_params has the formula and ranges).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  /// Token id -> bias added to its logit, in [-100, 100]; distinct ids, ascending.
+  std::vector<std::pair<token_id, float>> logit_bias;
   /// The job's seed; absent means the server picks one.
   std::optional<uint64_t> seed;
   /// Strings that end generation (not included in the output text).

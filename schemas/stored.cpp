@@ -11,7 +11,10 @@ using detail::map_packer;
 
 wire_bytes encode(const submit_request& j) {
   map_packer p;
-  const uint32_t n = 16 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0) + (j.format ? 1 : 0);
+  // The penalties and logit_bias only when set: a journal stays readable by a server without them.
+  const bool penalties = j.presence_penalty != 0.0f || j.frequency_penalty != 0.0f || j.repetition_penalty != 1.0f;
+  const uint32_t n = 16 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0) + (j.format ? 1 : 0) + (penalties ? 3 : 0) +
+                     (j.logit_bias.empty() ? 0 : 1);
   p.map(n).kv("op", "submit").kv("id", j.id);
   if (auto* text = std::get_if<std::string>(&j.input)) {
     p.kv("prompt", *text);
@@ -25,6 +28,14 @@ wire_bytes encode(const submit_request& j) {
   }
   p.kv("max_tokens", j.max_tokens).kv("temperature", double{j.temperature}).kv("top_p", double{j.top_p});
   p.kv("top_k", j.top_k).kv("min_p", double{j.min_p});
+  if (penalties) {
+    p.kv("presence_penalty", double{j.presence_penalty}).kv("frequency_penalty", double{j.frequency_penalty});
+    p.kv("repetition_penalty", double{j.repetition_penalty});
+  }
+  if (!j.logit_bias.empty()) {
+    p.str("logit_bias").map(static_cast<uint32_t>(j.logit_bias.size()));
+    for (const auto& [t, b] : j.logit_bias) p.pk().pack(t).pack(double{b});
+  }
   if (j.seed) p.kv("seed", *j.seed);
   p.str("stop").array(static_cast<uint32_t>(j.stop.size()));
   for (const auto& s : j.stop) p.str(s);

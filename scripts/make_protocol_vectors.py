@@ -24,6 +24,7 @@ SUBMIT_DEFAULTS = {
     "max_tokens": 256, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "seed": None,
     "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0, "priority": 0,
     "deadline_ms": None, "logprobs": False, "stream": True,
+    "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
 }
 INPUT_KEYS = ("prompt", "messages", "prompt_tokens")
 
@@ -42,6 +43,8 @@ def decoded_submit(m):
     d["input"] = {k: m[k] for k in INPUT_KEYS if m.get(k) is not None}
     for k, v in SUBMIT_DEFAULTS.items():
         d[k] = m[k] if m.get(k) is not None else v
+    # logit_bias keys may be integers or decimal strings; the decoded form keys them as strings.
+    d["logit_bias"] = {str(int(k)): float(b) for k, b in d["logit_bias"].items()}
     return d
 
 
@@ -79,6 +82,10 @@ ok("submit_id_group", {"op": "submit", "id": "batch-7/item-3", "prompt": "x"})
 ok("submit_seed_max_u64", submit(prompt="x", seed=2**64 - 1))
 ok("submit_min_tokens_equals_max", submit(prompt="x", max_tokens=5, min_tokens=5))
 ok("submit_utf8_prompt", submit(prompt="héllo wörld ✓ 🚀"))
+ok("submit_penalties_and_logit_bias", submit(prompt="x", presence_penalty=0.5, frequency_penalty=-1.25,
+                                             repetition_penalty=1.5, logit_bias={"42": 5, 7: -100, "0": 0.25}))
+ok("submit_penalties_at_their_limits", submit(prompt="x", presence_penalty=-2, frequency_penalty=2,
+                                              repetition_penalty=0.0625, logit_bias={2147483647: 100}))
 ok("cancel", {"op": "cancel", "id": "job-1"})
 ok("status", {"op": "status", "id": "job-1"})
 ok("fetch_defaults", {"op": "fetch", "id": "job-1"},
@@ -108,6 +115,18 @@ bad("duplicate_key", b"\x82\xa2op\xa6health\xa2op\xa5stats", "op")
 bad("missing_op", {"id": "job-1", "prompt": "x"}, "op")
 bad("op_not_string", {"op": 1}, "op")
 bad("unknown_op", {"op": "explode", "id": "job-1"}, "op")
+# --- penalties and logit_bias --------------------------------------------------------------
+bad("submit_presence_penalty_above_2", submit(prompt="x", presence_penalty=2.5), "presence_penalty")
+bad("submit_frequency_penalty_string", submit(prompt="x", frequency_penalty="high"), "frequency_penalty")
+bad("submit_repetition_penalty_zero", submit(prompt="x", repetition_penalty=0), "repetition_penalty")
+bad("submit_logit_bias_array", submit(prompt="x", logit_bias=[[5, 1.0]]), "logit_bias")
+bad("submit_logit_bias_word_key", submit(prompt="x", logit_bias={"five": 1.0}), "logit_bias")
+bad("submit_logit_bias_negative_key", submit(prompt="x", logit_bias={-1: 1.0}), "logit_bias")
+bad("submit_logit_bias_float_key", submit(prompt="x", logit_bias={"5.0": 1.0}), "logit_bias")
+bad("submit_logit_bias_above_100", submit(prompt="x", logit_bias={"5": 100.5}), "logit_bias")
+bad("submit_logit_bias_string_bias", submit(prompt="x", logit_bias={"5": "up"}), "logit_bias")
+bad("submit_logit_bias_same_id_twice", submit(prompt="x", logit_bias={"5": 1, 5: 2}), "logit_bias")
+bad("submit_logit_bias_too_many", submit(prompt="x", logit_bias={str(i): 1 for i in range(301)}), "logit_bias")
 # --- ids -----------------------------------------------------------------------------------
 bad("submit_missing_id", {"op": "submit", "prompt": "x"}, "id")
 bad("submit_empty_id", {"op": "submit", "id": "", "prompt": "x"}, "id")

@@ -3,6 +3,7 @@
 #include "transport/openai_request.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <set>
 
@@ -27,7 +28,7 @@ const std::set<std::string, std::less<>> common_fields = {
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed", "presence_penalty",
     "frequency_penalty", "logit_bias", "user", "response_format", "logprobs",
     // conveyor's (and vLLM's) extras
-    "top_k", "min_p", "min_tokens", "ignore_eos", "stop_token_ids", "priority", "deadline_ms"};
+    "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "priority", "deadline_ms"};
 const std::set<std::string, std::less<>> chat_fields = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
                                                         "functions", "function_call", "parallel_tool_calls", "store", "metadata",
                                                         "service_tier"};
@@ -90,12 +91,30 @@ void read_sampling(const json& body, std::string_view key, float& out, float sam
   out = probe.*member;
 }
 
+// {"<token id>": bias, ...}, sorted by id; the ranges are the engine's (sampling_params).
+std::vector<std::pair<token_id, float>> read_logit_bias(const json& body) {
+  std::vector<std::pair<token_id, float>> out;
+  const json* v = field(body, "logit_bias");
+  if (!v) return out;
+  if (!v->is_object()) refuse("logit_bias", "logit_bias must be an object of token id -> bias");
+  if (v->size() > max_logit_bias)
+    refuse("logit_bias", "logit_bias names " + std::to_string(v->size()) + " tokens; at most " + std::to_string(max_logit_bias) + " are allowed");
+  for (const auto& [k, b] : v->items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+    if (ec != std::errc() || end != k.data() + k.size() || k.empty() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      refuse("logit_bias", "logit_bias keys must be token ids (\"50256\"), got \"" + k.substr(0, 32) + "\"");
+    if (!b.is_number()) refuse("logit_bias", "logit_bias: the bias of token " + k + " must be a number");
+    out.emplace_back(static_cast<token_id>(id), static_cast<float>(std::clamp(b.get<double>(), -1e9, 1e9)));
+  }
+  std::sort(out.begin(), out.end());
+  sampling_params probe;
+  probe.logit_bias = out;
+  if (std::string why = probe.validate(); !why.empty()) refuse("logit_bias", why);
+  return out;
+}
+
 void refuse_unsupported(const json& body) {
-  for (const char* k : {"presence_penalty", "frequency_penalty"})
-    if (auto v = read_number(body, k); v && *v != 0.0)
-      refuse(k, std::string(k) + " is not supported by conveyor; leave it out or set 0");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
-    refuse("logit_bias", "logit_bias is not supported by conveyor; leave it out");
   for (const char* k : {"tools", "functions"})
     if (const json* v = field(body, k); v && !(v->is_array() && v->empty()))
       refuse(k, std::string(k) + " (tool calls) is not supported by conveyor; use response_format with a json_schema instead");
@@ -218,6 +237,10 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   read_sampling(body, "min_p", j.min_p, &sampling_params::min_p);
   j.top_k = static_cast<int32_t>(read_int(body, "top_k", -1, i32, 0));
   if (j.top_k < 0) j.top_k = 0;  // vLLM's -1 = off
+  read_sampling(body, "presence_penalty", j.presence_penalty, &sampling_params::presence_penalty);
+  read_sampling(body, "frequency_penalty", j.frequency_penalty, &sampling_params::frequency_penalty);
+  read_sampling(body, "repetition_penalty", j.repetition_penalty, &sampling_params::repetition_penalty);
+  j.logit_bias = read_logit_bias(body);
   if (const json* s = field(body, "seed")) {
     if (!s->is_number_integer() || (s->is_number_integer() && !s->is_number_unsigned() && s->get<int64_t>() < 0))
       refuse("seed", "seed must be an integer >= 0");

@@ -146,7 +146,7 @@ step_result cpu_executor::step(const step_plan& plan) {
       s.constraint->fill_mask(scratch.mask);
       allowed = scratch.mask;
     }
-    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed);
+    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed, s.logit_edits);
     top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
   if (sampled.size() > 1) {

@@ -44,14 +44,17 @@ double sample_coin(uint64_t seed, int64_t position) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
-                           sampler_scratch& scratch, std::span<const uint32_t> allowed) {
+namespace {
+
+// The drawn token (see sample_token) from `logits`, edits already applied.
+token_id draw(std::span<const float> logits, const sampling_params& p, int64_t position, sampler_scratch& scratch,
+              std::span<const uint32_t> allowed) {
   if (!allowed.empty() && (allowed.size() * 32 < logits.size() || !allows_any(allowed, logits.size()))) allowed = {};
   if (p.temperature == 0.0f) {
     size_t best = logits.size();
     for (size_t i = 0; i < logits.size(); ++i)
       if (is_allowed(allowed, i) && (best == logits.size() || logits[i] > logits[best])) best = i;
-    return {static_cast<token_id>(best), log_softmax_at(logits, static_cast<token_id>(best))};
+    return static_cast<token_id>(best);
   }
   auto& cand = scratch.cand;
   cand.clear();
@@ -120,10 +123,25 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
   for (size_t i = 0; i < n; ++i) {
     sorted_through(i);
     cum += prob[i];
-    if (target < cum) return {cand[i].second, log_softmax_at(logits, cand[i].second)};
+    if (target < cum) return cand[i].second;
   }
   sorted_through(n - 1);  // rounding left the target past the end: the least likely survivor
-  return {cand[n - 1].second, log_softmax_at(logits, cand[n - 1].second)};
+  return cand[n - 1].second;
+}
+
+} // namespace
+
+sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
+                           sampler_scratch& scratch, std::span<const uint32_t> allowed,
+                           std::span<const logit_edit> edits) {
+  std::span<const float> seen = logits;
+  if (!edits.empty()) {
+    scratch.edited.assign(logits.begin(), logits.end());
+    apply_logit_edits(scratch.edited, edits, p);
+    seen = scratch.edited;
+  }
+  const token_id t = draw(seen, p, position, scratch, allowed);
+  return {t, log_softmax_at(logits, t)};
 }
 
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/logit_edits.hpp"
 #include "engine/sampling_params.hpp"
 #include "engine/step.hpp"
 #include "engine/types.hpp"
@@ -28,6 +29,7 @@ struct sampler_scratch {
   std::vector<std::pair<float, token_id>> cand;
   std::vector<float> prob;
   std::vector<uint32_t> mask;  ///< a structured-output mask (filled by the caller)
+  std::vector<float> edited;   ///< the row with logit edits applied
 };
 
 /// Greedy when temperature == 0 (ties go to the lowest id). Otherwise, in order: divide by
@@ -36,8 +38,11 @@ struct sampler_scratch {
 /// `allowed` (structured outputs), when not empty, is a bitmask of ceil(vocab/32) words: token t
 /// may be drawn only if bit t%32 of word t/32 is set; the steps above run over those tokens
 /// alone. A mask that allows nothing is ignored (the caller's constraint then refuses the token).
+/// `edits` (logit_bias and penalties, engine/logit_edits.hpp) change the logits the draw sees,
+/// greedy included, before everything above; the returned logprob is still the raw one.
 sample_result sample_token(std::span<const float> logits, const sampling_params& p, int64_t position,
-                           sampler_scratch& scratch, std::span<const uint32_t> allowed = {});
+                           sampler_scratch& scratch, std::span<const uint32_t> allowed = {},
+                           std::span<const logit_edit> edits = {});
 
 /// The `n` most likely tokens under softmax(raw logits), most likely first (ties: lower id).
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch);

@@ -109,6 +109,12 @@ def test_the_mapping_reads_openai_bodies():
                   "response_format": {"type": "json_schema", "json_schema": {"schema": SCHEMA}}}})
     assert job["messages"] == [{"role": "system", "content": "s"}] and job["max_tokens"] == 7
     assert json.loads(job["response_format"]["schema"]) == SCHEMA
+    _, _, _, job = openai_batch.to_submit(
+        {"custom_id": "p", "url": "/v1/completions",
+         "body": {"prompt": "hi", "presence_penalty": 0.5, "frequency_penalty": 1, "repetition_penalty": 1.1,
+                  "logit_bias": {"50256": -100}}})
+    assert (job["presence_penalty"], job["frequency_penalty"], job["repetition_penalty"]) == (0.5, 1, 1.1)
+    assert job["logit_bias"] == {"50256": -100}  # the server reads string ids, as JSON has them
     for body, param in [({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
                         ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
                         ({"messages": []}, "messages"),

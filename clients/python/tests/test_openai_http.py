@@ -271,3 +271,53 @@ def test_top_logprobs_over_zeromq(http_server):
     for tok, lp, alts in zip(ids, lps, tops):
         assert len(alts) == 3 and alts[0][0] == tok and abs(alts[0][1] - lp) < 1e-6  # greedy: the best one
         assert [a[1] for a in alts] == sorted((a[1] for a in alts), reverse=True)
+
+
+def zmq_ids(server, **job):
+    """The output token ids of a streamed ZeroMQ job."""
+    with server.client() as c:
+        events = list(c.stream(c.submit(**job)))
+    return [t for e in events if e["kind"] == "tokens" for t in e["token_ids"]]
+
+
+def test_penalties_and_logit_bias_through_the_openai_package(http_server):
+    client = http_server.openai()
+    greedy = dict(prompt=PROMPT, max_tokens=24, temperature=0, ignore_eos=True)
+    plain = zmq_ids(http_server, **greedy)
+    # logit_bias -100 bans the greedy first token; +100 on another token forces it at every step.
+    banned = zmq_ids(http_server, **greedy, logit_bias={plain[0]: -100})
+    assert banned[0] != plain[0]
+    forced_id = banned[0]
+    assert zmq_ids(http_server, **greedy, logit_bias={str(forced_id): 100}) == [forced_id] * 24
+    r = client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=6, temperature=0,
+                                  logit_bias={str(forced_id): 100}, logprobs=1)
+    assert r.usage.completion_tokens == 6 and len(set(r.choices[0].logprobs.tokens)) == 1
+    # The penalties change a greedy answer that repeats itself, and HTTP and ZeroMQ agree on them.
+    assert len(set(plain)) < len(plain), "precondition: SmolLM2's greedy answer repeats a token"
+    for penalty in ({"frequency_penalty": 1.5}, {"presence_penalty": 2.0}, {"repetition_penalty": 1.8}):
+        ids = zmq_ids(http_server, **greedy, **penalty)
+        assert ids != plain, penalty
+        text = client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=24, temperature=0,
+                                          extra_body={"ignore_eos": True, **({} if "repetition_penalty" not in penalty
+                                                                              else penalty)},
+                                          **({} if "repetition_penalty" in penalty else penalty)).choices[0].text
+        assert text == zmq_text(http_server, **greedy, **penalty), penalty
+    assert len(set(zmq_ids(http_server, **greedy, repetition_penalty=5.0))) > len(set(plain))
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("presence_penalty", 2.5, "[-2, 2]"),
+    ("frequency_penalty", "x", "number"),
+    ("repetition_penalty", 0, "> 0"),
+    ("logit_bias", [1, 2], "object"),
+    ("logit_bias", {"abc": 1}, "token ids"),
+    ("logit_bias", {"5": 101}, "[-100, 100]"),
+    ("logit_bias", {"99999999": 1}, "outside the vocabulary"),
+])
+def test_bad_penalties_get_400_naming_the_field(http_server, field, value, fragment):
+    status, err = http_server.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 2, field: value})
+    assert status == 400, err
+    assert fragment in err["error"]["message"] and field in err["error"]["message"], err
+    # Checked while reading the body: the field is named as the param. (The vocabulary is checked
+    # when the job is admitted, whose refusal names it in the message only.)
+    assert err["error"]["param"] == (None if "vocabulary" in fragment else field), err

@@ -159,4 +159,32 @@ BOOST_AUTO_TEST_CASE(top_logprobs_are_the_n_best_in_order) {
   BOOST_TEST(top.size() == 2u);
 }
 
+// Logit edits (logit_bias, penalties): the draw sees the edited row, greedy included, and the
+// logprob stays the raw distribution's (as vLLM's default raw_logprobs).
+BOOST_AUTO_TEST_CASE(edits_change_the_draw_but_not_the_logprob) {
+  const int V = 400;
+  const auto logits = random_logits(V, 11);
+  sampler_scratch scratch;
+  for (float temperature : {0.0f, 0.9f}) {
+    for (int64_t position = 0; position < 40; ++position) {
+      sampling_params p;
+      p.temperature = temperature;
+      p.top_k = 50;
+      p.seed = 3;
+      p.repetition_penalty = 1.3f;
+      p.frequency_penalty = 0.7f;
+      p.logit_bias = {{static_cast<token_id>(position * 7 % V), 30.0f}, {399, -100.0f}};
+      std::vector<logit_edit> edits;
+      make_logit_edits(p, std::vector<token_id>{1, 2, 3, 2}, std::vector<token_id>{5, 5, 399}, edits);
+      std::vector<float> edited = logits;
+      apply_logit_edits(edited, edits, p);
+      const sample_result with = sample_token(logits, p, position, scratch, {}, edits);
+      const sample_result pre = sample_token(edited, p, position, scratch);
+      BOOST_TEST(with.token == pre.token);
+      BOOST_TEST(std::abs(with.logprob - log_softmax(logits, with.token)) < 1e-5);  // the raw distribution
+      if (temperature == 0.0f) BOOST_TEST(with.token == position * 7 % V);  // +30 wins the argmax
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,6 +23,12 @@ json input_json(const prompt_input& input) {
 
 template <class T> json opt(const std::optional<T>& v) { return v ? json(*v) : json(nullptr); }
 
+json bias_json(const std::vector<std::pair<conveyor::token_id, float>>& bias) {
+  json j = json::object();
+  for (const auto& [t, b] : bias) j[std::to_string(t)] = b;
+  return j;
+}
+
 // The decoded request in the vectors' "decoded" shape.
 json to_json(const decode_result& result) {
   return std::visit(
@@ -35,7 +41,9 @@ json to_json(const decode_result& result) {
                   {"seed", opt(r.seed)}, {"stop", r.stop}, {"stop_token_ids", r.stop_token_ids},
                   {"ignore_eos", r.ignore_eos}, {"min_tokens", r.min_tokens},
                   {"priority", r.priority}, {"deadline_ms", opt(r.deadline_ms)},
-                  {"logprobs", r.logprobs}, {"stream", r.stream}};
+                  {"logprobs", r.logprobs}, {"stream", r.stream}, {"presence_penalty", r.presence_penalty},
+                  {"frequency_penalty", r.frequency_penalty}, {"repetition_penalty", r.repetition_penalty},
+                  {"logit_bias", bias_json(r.logit_bias)}};
         } else if constexpr (std::is_same_v<T, cancel_request>) {
           return {{"op", "cancel"}, {"id", r.id}};
         } else if constexpr (std::is_same_v<T, status_request>) {

@@ -20,6 +20,10 @@ submit_request full_job() {
   j.top_p = 0.9f;
   j.top_k = 40;
   j.min_p = 0.05f;
+  j.presence_penalty = 0.3f;
+  j.frequency_penalty = -0.7f;
+  j.repetition_penalty = 1.15f;
+  j.logit_bias = {{0, -100.0f}, {17, 2.5f}, {50000, 0.1f}};
   j.seed = 18446744073709551557ull;
   j.stop = {"\n\n", "END"};
   j.stop_token_ids = {3, 5};
@@ -55,6 +59,10 @@ BOOST_AUTO_TEST_CASE(a_submit_map_decodes_back_to_the_same_job) {
   BOOST_TEST(d.top_p == j.top_p);
   BOOST_TEST(d.top_k == 40);
   BOOST_TEST(d.min_p == j.min_p);
+  BOOST_TEST(d.presence_penalty == j.presence_penalty);
+  BOOST_TEST(d.frequency_penalty == j.frequency_penalty);
+  BOOST_TEST(d.repetition_penalty == j.repetition_penalty);
+  BOOST_TEST((d.logit_bias == j.logit_bias));
   BOOST_TEST(d.seed.value() == *j.seed);
   BOOST_TEST(d.stop == j.stop);
   BOOST_TEST(d.stop_token_ids == j.stop_token_ids);
