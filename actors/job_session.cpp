@@ -3,16 +3,14 @@
 #include <utility>
 
 namespace conveyor::actors {
-namespace {
 
-// The prompt's token ids, or why the job cannot run. (Its length is the job table's rule.)
-std::variant<std::vector<token_id>, refusal> tokenize(const schemas::submit_request& job, const session_models& m) {
+std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m) {
   const model::tokenizer& tok = *m.tok;
   std::vector<token_id> ids;
   try {
-    if (auto* text = std::get_if<std::string>(&job.input)) {
+    if (auto* text = std::get_if<std::string>(&input)) {
       ids = tok.encode(*text, /*parse_special=*/false);
-    } else if (auto* msgs = std::get_if<std::vector<schemas::chat_message>>(&job.input)) {
+    } else if (auto* msgs = std::get_if<std::vector<schemas::chat_message>>(&input)) {
       if (!m.chat)
         return refusal{error_code::bad_request, "messages: the model's chat template did not compile at start-up (see the "
                                                 "server's log); send `prompt` instead"};
@@ -26,7 +24,7 @@ std::variant<std::vector<token_id>, refusal> tokenize(const schemas::submit_requ
       }
       ids = tok.encode(text, /*parse_special=*/true);
     } else {
-      ids = std::get<std::vector<token_id>>(job.input);
+      ids = std::get<std::vector<token_id>>(input);
       for (token_id t : ids)
         if (t < 0 || t >= tok.vocab_size())
           return refusal{error_code::bad_request, "prompt_tokens: id " + std::to_string(t) + " is outside the vocabulary [0, " +
@@ -38,6 +36,8 @@ std::variant<std::vector<token_id>, refusal> tokenize(const schemas::submit_requ
   if (ids.empty()) return refusal{error_code::bad_request, "prompt: it has no tokens"};
   return ids;
 }
+
+namespace {
 
 model::grammar_kind grammar_kind_of(schemas::response_format::kind k) {
   switch (k) {
@@ -113,7 +113,7 @@ job_session::submit_plan job_session::plan_submit(double now_s) {
   submit_plan plan;
   submission& sub = plan.sub;
   sub.job_id = job_.id;
-  auto tokens = tokenize(job_, m_);
+  auto tokens = prompt_tokens(job_.input, m_);
   if (auto* why = std::get_if<refusal>(&tokens)) sub.refused = std::move(*why);
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
   sub.req.sampling = job_.to_sampling_params(*job_.seed);

@@ -33,6 +33,11 @@ struct session_models {
   const model::grammar_compiler* grammars = nullptr;
 };
 
+/// The prompt tokens of a job's input: its text encoded, its token ids checked against the
+/// vocabulary, or its messages rendered by the chat template and encoded; or why it cannot run.
+/// (Its length is the job table's rule.) Also the HTTP /tokenize answer.
+std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m);
+
 class job_session {
 public:
   /// `arrival_s` on the runtime's clock; `fallback_seed` is the job's seed when it names none

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "actors/executor_actor.hpp"
+#include "actors/job_session.hpp"
 #include "actors/recovery.hpp"
 #include "actors/trace_writer.hpp"
 
@@ -128,6 +129,18 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   // A replica takes jobs from a shared queue only while it can admit them now: free sequence
   // slots, and nothing waiting for KV blocks or the token budget.
   ic.free_slots = [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); };
+  ic.tokenize = [m = actors::session_models{&tok, chat_.get(), nullptr}](const schemas::prompt_input& in)
+      -> std::variant<std::vector<token_id>, std::string> {
+    auto ids = actors::prompt_tokens(in, m);
+    if (auto* why = std::get_if<refusal>(&ids)) return std::move(why->message);
+    return std::move(std::get<std::vector<token_id>>(ids));
+  };
+  ic.detokenize = [&tok](const std::vector<token_id>& ids) -> std::optional<std::string> {
+    for (token_id t : ids)
+      if (t < 0 || t >= tok.vocab_size()) return std::nullopt;
+    return tok.decode(ids, /*special=*/true);
+  };
+  ic.max_model_len = o.sched.max_model_len;
   for (const auto& in : eps_->intakes) in->start(ic);
 }
 

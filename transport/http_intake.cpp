@@ -238,10 +238,14 @@ void http_intake::start(const intake_context& ctx) {
   sink_ = ctx.sink;
   piece_ = ctx.piece;
   unhealthy_ = ctx.unhealthy;
+  tokenize_ = ctx.tokenize;
+  detokenize_ = ctx.detokenize;
+  max_model_len_ = ctx.max_model_len;
   started_ = true;
   // Before a body is read: API keys on /v1 (401, OpenAI's shape).
   auto precheck = [keys = cfg_.keys](const http_request& req) -> std::optional<std::pair<int, std::string>> {
-    if (!keys || !keys->enabled() || req.path.rfind("/v1", 0) != 0 || keys->allows(req.header("Authorization"))) return std::nullopt;
+    const bool guarded = req.path.rfind("/v1", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    if (!keys || !keys->enabled() || !guarded || keys->allows(req.header("Authorization"))) return std::nullopt;
     const bool given = req.has_header("Authorization");
     return std::make_pair(401, to_json({401, given ? "Incorrect API key provided. Send one of the server's keys as Authorization: Bearer <key>."
                                                    : "You didn't provide an API key. Send Authorization: Bearer <key> (the server runs with --api-key).",
@@ -265,8 +269,10 @@ void http_intake::route(http_request req, std::shared_ptr<http_exchange> x) {
   if (req.method == "POST" && req.path == "/v1/completions") return generate(std::move(req), std::move(x), openai_endpoint::completions);
   if (req.method == "POST" && req.path == "/v1/chat/completions")
     return generate(std::move(req), std::move(x), openai_endpoint::chat_completions);
+  if (req.method == "POST" && (req.path == "/tokenize" || req.path == "/detokenize"))
+    return tokenize(req, *x, req.path == "/tokenize" ? openai_endpoint::tokenize : openai_endpoint::detokenize);
   if (req.method == "GET" && req.path == "/v1/models") {
-    json m = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "conveyor"}};
+    json m = {{"id", cfg_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "conveyor"}, {"max_model_len", max_model_len_}};
     return x->respond(200, "application/json", json{{"object", "list"}, {"data", json::array({m})}}.dump());
   }
   if (req.method == "GET" && req.path == "/health") {
@@ -275,8 +281,35 @@ void http_intake::route(http_request req, std::shared_ptr<http_exchange> x) {
                       json{{"status", why ? "unavailable" : "serving"}, {"reason", why ? json(*why) : json(nullptr)}, {"model", cfg_.model_name}}.dump());
   }
   send_error(*x, {404, "no such endpoint: " + req.method + " " + req.path +
-                           " (POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health)",
+                           " (POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST /tokenize, POST /detokenize, GET /health)",
                   "invalid_request_error", "", ""});
+}
+
+// vLLM's /tokenize and /detokenize: answered here, on the I/O thread (no job runs).
+void http_intake::tokenize(const http_request& req, http_exchange& x, openai_endpoint ep) {
+  if (!tokenize_ || !detokenize_ || !piece_)  // a runtime without a tokenizer (tests)
+    return send_error(x, {503, "this server has no tokenizer to answer " + req.path, "server_error", "", "internal"});
+  if (req.body.size() > cfg_.max_body_bytes)
+    return send_error(x, {400, "the request body is " + std::to_string(req.body.size()) + " bytes; the limit is " +
+                                   std::to_string(cfg_.max_body_bytes) + " (--http-max-body)",
+                          "invalid_request_error", "", "too_long"});
+  auto parsed = parse_openai_request(req.body, ep, cfg_.model_name, cfg_.limits);
+  if (auto* e = std::get_if<openai_error>(&parsed)) return send_error(x, *e);
+  const openai_request& r = std::get<openai_request>(parsed);
+  if (ep == openai_endpoint::detokenize) {
+    const auto text = detokenize_(std::get<std::vector<token_id>>(r.job.input));
+    if (!text) return send_error(x, {400, "tokens: an id is outside the vocabulary", "invalid_request_error", "tokens", "bad_request"});
+    return x.respond(200, "application/json", json{{"prompt", *text}}.dump());
+  }
+  auto ids = tokenize_(r.job.input);
+  if (auto* why = std::get_if<std::string>(&ids)) return send_error(x, {400, *why, "invalid_request_error", "", "bad_request"});
+  const auto& tokens = std::get<std::vector<token_id>>(ids);
+  json out = {{"count", tokens.size()}, {"max_model_len", max_model_len_}, {"tokens", tokens}, {"token_strs", nullptr}};
+  if (r.return_token_strs) {
+    out["token_strs"] = json::array();
+    for (token_id t : tokens) out["token_strs"].push_back(piece_(t));
+  }
+  x.respond(200, "application/json", out.dump());
 }
 
 void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, openai_endpoint ep) {

@@ -1,6 +1,6 @@
 // The OpenAI-compatible HTTP intake (on http_server: Boost.Beast, event-driven): POST
 // /v1/completions and /v1/chat/completions (whole answers, or server-sent events with stream:
-// true), GET /v1/models and /health. Each HTTP request is one job: its exchange (http_intake.cpp)
+// true), GET /v1/models and /health, and vLLM's POST /tokenize and /detokenize. Each HTTP request is one job: its exchange (http_intake.cpp)
 // checks the body, watches the job id, hands the job to the request_sink like every other intake,
 // and is woken by the watch as the reply and the job's events (it is one of the publisher's event
 // sinks) come;
@@ -70,10 +70,14 @@ private:
   friend class job_exchange;
   void route(http_request req, std::shared_ptr<http_exchange> x);
   void generate(http_request req, std::shared_ptr<http_exchange> x, openai_endpoint ep);
+  void tokenize(const http_request& req, http_exchange& x, openai_endpoint ep);
 
   http_config cfg_;
   piece_fn piece_;
   std::function<std::optional<std::string>()> unhealthy_;
+  decltype(intake_context::tokenize) tokenize_;
+  decltype(intake_context::detokenize) detokenize_;
+  int32_t max_model_len_ = 0;
   std::unique_ptr<http_server> server_;
   std::string endpoint_;
   int port_ = 0;

@@ -213,18 +213,56 @@ schemas::prompt_input read_prompt(const json& body, const schemas::decode_limits
   refuse("prompt", "prompt must be a non-empty string or array of token ids");
 }
 
+void read_model(const json& body, const std::string& served_model, openai_request& r) {
+  if (const json* m = field(body, "model")) r.model = read_string(*m, "model");
+  if (!r.model.empty() && r.model != served_model)
+    refuse("model", "the model '" + r.model + "' does not exist here; this server runs '" + served_model + "' (GET /v1/models)", 404);
+  if (r.model.empty()) r.model = served_model;
+}
+
+// /tokenize {prompt | messages, return_token_strs} and /detokenize {tokens}, as vLLM's. The ids are
+// those a job with the same input gets, so add_special_tokens and add_generation_prompt may only
+// be what a job does (their defaults).
+openai_request read_tokenize(const json& body, openai_endpoint ep, const std::string& served_model,
+                             const schemas::decode_limits& limits) {
+  const bool tok = ep == openai_endpoint::tokenize;
+  const std::set<std::string, std::less<>> fields =
+      tok ? std::set<std::string, std::less<>>{"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "return_token_strs"}
+          : std::set<std::string, std::less<>>{"model", "tokens"};
+  for (const auto& [k, v] : body.items())
+    if (!fields.contains(k)) refuse(k, "unknown field '" + k + "' for " + (tok ? "/tokenize" : "/detokenize") + " (see docs/http.md)");
+  openai_request r;
+  r.endpoint = ep;
+  read_model(body, served_model, r);
+  if (!tok) {
+    const json* t = field(body, "tokens");
+    if (!t || !t->is_array()) refuse("tokens", "tokens is required: an array of token ids");
+    r.job.input = read_token_ids(*t, "tokens", limits.max_array_len);
+    return r;
+  }
+  const bool chat = field(body, "messages") != nullptr;
+  if (chat == (field(body, "prompt") != nullptr)) refuse("prompt", "give exactly one of prompt and messages");
+  r.job.input = chat ? read_messages(body, limits) : read_prompt(body, limits);
+  const char* fixed = chat ? "add_generation_prompt" : "add_special_tokens";
+  if (!read_bool(body, fixed, true))
+    refuse(fixed, std::string("conveyor tokenizes as a job's ") + (chat ? "messages" : "prompt") + " is: " + fixed + " must be true (or left out)");
+  if (read_bool(body, chat ? "add_special_tokens" : "add_generation_prompt", false))
+    refuse(chat ? "add_special_tokens" : "add_generation_prompt",
+           std::string(chat ? "add_special_tokens" : "add_generation_prompt") + " must be false (or left out) with " + (chat ? "messages" : "prompt"));
+  r.return_token_strs = read_bool(body, "return_token_strs", false);
+  return r;
+}
+
 openai_request read(const json& body, openai_endpoint ep, const std::string& served_model, const schemas::decode_limits& limits) {
   if (!body.is_object()) refuse("", "the request body must be a JSON object");
+  if (ep == openai_endpoint::tokenize || ep == openai_endpoint::detokenize) return read_tokenize(body, ep, served_model, limits);
   const bool chat = ep == openai_endpoint::chat_completions;
   for (const auto& [k, v] : body.items())
     if (!common_fields.contains(k) && !(chat ? chat_fields : completion_fields).contains(k))
       refuse(k, "unknown field '" + k + "' for " + (chat ? "/v1/chat/completions" : "/v1/completions") + " (see docs/http.md for the fields conveyor reads)");
   openai_request r;
   r.endpoint = ep;
-  if (const json* m = field(body, "model")) r.model = read_string(*m, "model");
-  if (!r.model.empty() && r.model != served_model)
-    refuse("model", "the model '" + r.model + "' does not exist here; this server runs '" + served_model + "' (GET /v1/models)", 404);
-  if (r.model.empty()) r.model = served_model;
+  read_model(body, served_model, r);
   refuse_unsupported(body);
   schemas::submit_request& j = r.job;
   j.input = chat ? read_messages(body, limits) : read_prompt(body, limits);

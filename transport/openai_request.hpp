@@ -14,8 +14,8 @@
 
 namespace conveyor::transport {
 
-/// Which endpoint a body was sent to.
-enum class openai_endpoint { completions, chat_completions };
+/// Which endpoint a body was sent to. tokenize and detokenize are vLLM's (/tokenize, /detokenize).
+enum class openai_endpoint { completions, chat_completions, tokenize, detokenize };
 
 /// A refused request, as OpenAI's error object: {"error":{"message","type","param","code"}}.
 struct openai_error {
@@ -38,6 +38,9 @@ struct openai_request {
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
   bool logprobs = false;       ///< chat: logprobs; completions: logprobs given (an int)
   int32_t top_logprobs = 0;    ///< chat: top_logprobs; completions: logprobs's value
+  /// tokenize: also each token's text (token_strs). (tokenize reads job.input: a prompt, token
+  /// ids or messages; detokenize reads its `tokens` into job.input as token ids.)
+  bool return_token_strs = false;
 };
 
 /// Reads one body. `served_model` is the model this server runs: a request naming another one is

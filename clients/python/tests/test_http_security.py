@@ -67,6 +67,11 @@ def test_v1_routes_need_a_key_and_health_does_not(keyed):
     assert status_of(s.base + "/v1/models", key="key-from-flag")[0] == 200
     assert status_of(s.base + "/v1/models", key="key-from-file")[0] == 200
     assert status_of(s.base + "/health")[0] == 200
+    # vLLM leaves /tokenize and /detokenize open under --api-key; here they need a key too.
+    for path in ("/tokenize", "/detokenize"):
+        body = b'{"prompt": "x"}' if path == "/tokenize" else b'{"tokens": [1]}'
+        assert status_of(s.base + path, data=body)[0] == 401
+        assert status_of(s.base + path, key="key-from-file", data=body)[0] == 200
 
 
 def test_the_openai_package_with_a_key(keyed):

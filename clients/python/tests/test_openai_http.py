@@ -321,3 +321,31 @@ def test_bad_penalties_get_400_naming_the_field(http_server, field, value, fragm
     # Checked while reading the body: the field is named as the param. (The vocabulary is checked
     # when the job is admitted, whose refusal names it in the message only.)
     assert err["error"]["param"] == (None if "vocabulary" in fragment else field), err
+
+
+def test_tokenize_and_detokenize_as_vllm(http_server):
+    """vLLM's /tokenize and /detokenize: the ids a job gets for the same input (its usage counts
+    them), and the text back; /v1/models carries max_model_len."""
+    status, t = http_server.post("/tokenize", {"model": http_server.model, "prompt": PROMPT, "return_token_strs": True})
+    assert status == 200, t
+    assert t["count"] == len(t["tokens"]) == len(t["token_strs"]) and t["max_model_len"] > 0
+    client = http_server.openai()
+    r = client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=1, temperature=0)
+    assert r.usage.prompt_tokens == t["count"]
+    status, d = http_server.post("/detokenize", {"tokens": t["tokens"]})
+    assert status == 200 and PROMPT in d["prompt"], d
+    assert all(isinstance(p, str) and p for p in t["token_strs"])
+    status, c = http_server.post("/tokenize", {"messages": MESSAGES})
+    chat = client.chat.completions.create(model=http_server.model, messages=MESSAGES, max_tokens=1, temperature=0)
+    assert status == 200 and c["count"] == chat.usage.prompt_tokens and c["token_strs"] is None
+    status, m = http_server.get("/v1/models")
+    assert m["data"][0]["max_model_len"] == t["max_model_len"]
+    for path, body, param in [("/tokenize", {"prompt": PROMPT, "messages": MESSAGES}, "prompt"),
+                              ("/tokenize", {"prompt": PROMPT, "add_special_tokens": False}, "add_special_tokens"),
+                              ("/tokenize", {"prompt": PROMPT, "bogus": 1}, "bogus"),
+                              ("/detokenize", {"tokens": "abc"}, "tokens"),
+                              ("/detokenize", {"tokens": [10 ** 8]}, "tokens")]:
+        status, err = http_server.post(path, body)
+        assert status == 400 and err["error"]["param"] == param, (path, body, err)
+    status, err = http_server.post("/tokenize", {"prompt": [10 ** 8]})
+    assert status == 400 and "outside the vocabulary" in err["error"]["message"]
