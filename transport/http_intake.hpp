@@ -68,6 +68,7 @@ public:
 
 private:
   friend class job_exchange;
+  friend class choice_group;
   void route(http_request req, std::shared_ptr<http_exchange> x);
   void generate(http_request req, std::shared_ptr<http_exchange> x, openai_endpoint ep);
   void tokenize(const http_request& req, http_exchange& x, openai_endpoint ep);

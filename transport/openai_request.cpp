@@ -122,7 +122,6 @@ void refuse_unsupported(const json& body) {
     if (const json* v = field(body, k); v && !(v->is_string() && v->get<std::string>() == "none"))
       refuse(k, std::string(k) + " (tool calls) is not supported by conveyor");
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();
-  if (read_int(body, "n", 1, i32, 1) != 1) refuse("n", "n must be 1: conveyor returns one choice per request");
   if (read_int(body, "best_of", 1, i32, 1) != 1) refuse("best_of", "best_of must be 1");
   if (read_bool(body, "echo", false)) refuse("echo", "echo is not supported by conveyor; leave it out or set false");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
@@ -264,6 +263,7 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   r.endpoint = ep;
   read_model(body, served_model, r);
   refuse_unsupported(body);
+  r.n = static_cast<int32_t>(read_int(body, "n", 1, max_choices, 1));
   schemas::submit_request& j = r.job;
   j.input = chat ? read_messages(body, limits) : read_prompt(body, limits);
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();

@@ -41,7 +41,12 @@ struct openai_request {
   /// tokenize: also each token's text (token_strs). (tokenize reads job.input: a prompt, token
   /// ids or messages; detokenize reads its `tokens` into job.input as token ids.)
   bool return_token_strs = false;
+  /// Choices (jobs) to answer with, in [1, max_choices].
+  int32_t n = 1;
 };
+
+/// The most choices one request may ask for (`n`).
+inline constexpr int32_t max_choices = 16;
 
 /// Reads one body. `served_model` is the model this server runs: a request naming another one is
 /// refused (404, as OpenAI does); an absent or empty model means it. Never throws.

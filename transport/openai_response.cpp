@@ -58,13 +58,20 @@ json empty_completion_logprobs() {
   return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
 }
 
-json usage(const schemas::done_event& done) {
-  const schemas::usage_info& u = done.usage;
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+// The prompt once (every choice has the same one; the first's cache hits), every completion.
+template <class Done>
+json usage(const std::vector<Done>& choices, const schemas::done_event& (*done_of)(const Done&)) {
+  const schemas::usage_info& first = done_of(choices.front()).usage;
+  int64_t completion = 0;
+  for (const auto& ch : choices) completion += done_of(ch).usage.completion_tokens;
+  return {{"prompt_tokens", first.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", first.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}};
 }
+
+const schemas::done_event& itself(const schemas::done_event& d) { return d; }
+const schemas::done_event& done_of_choice(const choice_events& c) { return c.done; }
 
 json chunk_head(const openai_context& c) {
   return {{"id", response_id(c)}, {"object", is_chat(c) ? "chat.completion.chunk" : "text_completion"}, {"created", c.created}, {"model", c.req->model}};
@@ -74,41 +81,46 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 } // namespace
 
-std::string render_completion(const openai_context& c, const std::vector<schemas::tokens_event>& tokens, const schemas::done_event& done) {
-  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason)}};
-  json logprobs = nullptr;
-  if (is_chat(c)) {
-    choice["message"] = {{"role", "assistant"}, {"content", done.text}};
-    if (c.req->logprobs) {
-      json content = json::array();
-      for (const auto& ev : tokens) chat_logprobs(c, ev, content);
-      logprobs = {{"content", content}};
+std::string render_completion(const openai_context& c, const std::vector<choice_events>& choices) {
+  json all = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const auto& [tokens, done] = choices[i];
+    json choice = {{"index", i}, {"finish_reason", to_string(done.reason)}};
+    json logprobs = nullptr;
+    if (is_chat(c)) {
+      choice["message"] = {{"role", "assistant"}, {"content", done.text}};
+      if (c.req->logprobs) {
+        json content = json::array();
+        for (const auto& ev : tokens) chat_logprobs(c, ev, content);
+        logprobs = {{"content", content}};
+      }
+    } else {
+      choice["text"] = done.text;
+      if (c.req->logprobs) {
+        logprobs = empty_completion_logprobs();
+        size_t offset = 0;
+        for (const auto& ev : tokens) completion_logprobs(c, ev, logprobs, offset);
+      }
     }
-  } else {
-    choice["text"] = done.text;
-    if (c.req->logprobs) {
-      logprobs = empty_completion_logprobs();
-      size_t offset = 0;
-      for (const auto& ev : tokens) completion_logprobs(c, ev, logprobs, offset);
-    }
+    choice["logprobs"] = logprobs;
+    all.push_back(std::move(choice));
   }
-  choice["logprobs"] = logprobs;
-  json body = {{"id", response_id(c)},      {"object", is_chat(c) ? "chat.completion" : "text_completion"},
-               {"created", c.created},      {"model", c.req->model},
-               {"choices", json::array({choice})}, {"usage", usage(done)}};
+  json body = {{"id", response_id(c)}, {"object", is_chat(c) ? "chat.completion" : "text_completion"},
+               {"created", c.created}, {"model", c.req->model},
+               {"choices", std::move(all)}, {"usage", usage(choices, &done_of_choice)}};
   return dump(body);
 }
 
 std::string render_chunk_start(const openai_context& c) {
   if (!is_chat(c)) return {};
   json j = chunk_head(c);
-  j["choices"] = json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  j["choices"] = json::array({{{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
   return sse(j);
 }
 
 std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& ev) {
   if (ev.text.empty() && !c.req->logprobs) return {};
-  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+  json choice = {{"index", c.index}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
   if (is_chat(c)) {
     choice["delta"] = {{"content", ev.text}};
     if (c.req->logprobs) {
@@ -130,17 +142,21 @@ std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_e
   return sse(j);
 }
 
-std::string render_chunk_done(const openai_context& c, const schemas::done_event& done) {
-  json choice = {{"index", 0}, {"finish_reason", to_string(done.reason)}, {"logprobs", nullptr}};
+std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done) {
+  json choice = {{"index", c.index}, {"finish_reason", to_string(done.reason)}, {"logprobs", nullptr}};
   if (is_chat(c)) choice["delta"] = json::object();
   else choice["text"] = "";
   json j = chunk_head(c);
   j["choices"] = json::array({choice});
-  std::string out = sse(j);
+  return sse(j);
+}
+
+std::string render_stream_end(const openai_context& c, const std::vector<schemas::done_event>& done) {
+  std::string out;
   if (c.req->include_usage) {
     json u = chunk_head(c);
     u["choices"] = json::array();
-    u["usage"] = usage(done);
+    u["usage"] = usage(done, &itself);
     out += sse(u);
   }
   return out + "data: [DONE]\n\n";

@@ -21,19 +21,28 @@ struct openai_context {
   std::string job_id;
   int64_t created = 0;  ///< unix seconds
   piece_fn piece;
+  int32_t index = 0;  ///< the choice this job answers (n > 1: one job per choice)
 };
 
-/// The non-streamed answer: the job's tokens events and its done event, in seq order.
-std::string render_completion(const openai_context& c, const std::vector<schemas::tokens_event>& tokens,
-                              const schemas::done_event& done);
+/// One choice's job: its tokens events and its done event, in seq order.
+struct choice_events {
+  std::vector<schemas::tokens_event> tokens;
+  schemas::done_event done;
+};
+
+/// The non-streamed answer: every choice in index order. The usage counts the prompt once and
+/// every choice's completion tokens.
+std::string render_completion(const openai_context& c, const std::vector<choice_events>& choices);
 
 /// Streaming, one "data: {...}\n\n" line per call. The first chunk of a chat (role only).
 std::string render_chunk_start(const openai_context& c);
 /// A tokens event's delta (empty string when it carries nothing to show).
 std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& tokens);
-/// The done event's chunk (finish_reason), then, when stream_options.include_usage, the usage
-/// chunk, then "data: [DONE]".
-std::string render_chunk_done(const openai_context& c, const schemas::done_event& done);
+/// The done event's chunk (finish_reason) of choice c.index.
+std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done);
+/// The stream's end, once every choice has finished: when stream_options.include_usage the usage
+/// chunk (as render_completion counts it), then "data: [DONE]".
+std::string render_stream_end(const openai_context& c, const std::vector<schemas::done_event>& done);
 /// An error in the middle of a stream: a chunk holding the error object, then "data: [DONE]".
 std::string render_chunk_error(const openai_error& e);
 

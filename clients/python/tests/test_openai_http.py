@@ -163,7 +163,7 @@ def test_a_retried_request_id_runs_once(http_server):
     ({"messages": MESSAGES, "temperature": -1}, "temperature", "temperature"),
     ({"messages": MESSAGES, "stream": "yes"}, "stream", "true or false"),
     ({"messages": MESSAGES, "max_tokenz": 8}, "max_tokenz", "unknown field"),
-    ({"messages": MESSAGES, "n": 2}, "n", "n must be 1"),
+    ({"messages": MESSAGES, "n": 17}, "n", "[1, 16]"),
     ({"messages": MESSAGES, "top_logprobs": 3}, "top_logprobs", "needs logprobs"),
     ({"messages": MESSAGES, "logprobs": True, "top_logprobs": 21}, "top_logprobs", "[0, 20]"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "role"),
@@ -349,3 +349,47 @@ def test_tokenize_and_detokenize_as_vllm(http_server):
         assert status == 400 and err["error"]["param"] == param, (path, body, err)
     status, err = http_server.post("/tokenize", {"prompt": [10 ** 8]})
     assert status == 400 and "outside the vocabulary" in err["error"]["message"]
+
+
+LONG_PROMPT = "Here is a list of fruits, one per line, with a short note on each: apple, pear, plum, cherry, " * 3
+
+
+def test_n_choices_equal_single_requests_with_derived_seeds(http_server):
+    """n = 4 with seed 7: choice i is the job a single request with seed 7 + i runs; the prompt is
+    computed once (the other choices start after the first's first token and find it cached)."""
+    client = http_server.openai()
+    params = dict(max_tokens=12, temperature=0.8, top_p=0.95, seed=7)
+    r = client.completions.create(model=http_server.model, prompt=LONG_PROMPT, n=4, extra_headers={"X-Request-Id": "n4"},
+                                  **params)
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    texts = [c.text for c in r.choices]
+    for i, text in enumerate(texts):
+        assert text == zmq_text(http_server, prompt=LONG_PROMPT, **{**params, "seed": 7 + i}), i
+    assert len(set(texts)) > 1
+    single = client.completions.create(model=http_server.model, prompt=LONG_PROMPT, **params)
+    assert r.usage.prompt_tokens == single.usage.prompt_tokens
+    assert r.usage.completion_tokens == sum(
+        client.completions.create(model=http_server.model, prompt=LONG_PROMPT, **{**params, "seed": 7 + i}).usage.completion_tokens
+        for i in range(4))
+    with http_server.client() as c:  # the later choices found the first one's prompt in the prefix cache
+        for i in range(1, 4):
+            done = [e for e in c.fetch("n4/%d" % i)["events"] if e["kind"] == "done"][0]
+            assert done["usage"]["cached_tokens"] >= 16, done
+
+
+def test_n_choices_stream_with_their_index(http_server):
+    client = http_server.openai()
+    params = dict(model=http_server.model, messages=MESSAGES, max_tokens=10, temperature=1.0, seed=3, n=3)
+    whole = client.chat.completions.create(**params)
+    parts = {}
+    finish, usage = {}, None
+    for ch in client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **params):
+        if ch.usage:
+            usage = ch.usage
+        for c in ch.choices:
+            parts[c.index] = parts.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    assert sorted(parts) == [0, 1, 2] and sorted(finish) == [0, 1, 2]
+    assert [parts[i] for i in range(3)] == [c.message.content for c in whole.choices]
+    assert usage.completion_tokens == whole.usage.completion_tokens and usage.prompt_tokens == whole.usage.prompt_tokens
