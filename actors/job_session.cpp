@@ -1,11 +1,15 @@
 #include "actors/job_session.hpp"
 
+#include <ctime>
 #include <utility>
 
 namespace conveyor::actors {
 
-std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m) {
+std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m,
+                                                           const model::template_kwargs& kwargs) {
   const model::tokenizer& tok = *m.tok;
+  if (!kwargs.empty() && !std::holds_alternative<std::vector<schemas::chat_message>>(input))
+    return refusal{error_code::bad_request, "chat_template_kwargs: only a job with messages has a chat template to give them to"};
   std::vector<token_id> ids;
   try {
     if (auto* text = std::get_if<std::string>(&input)) {
@@ -18,7 +22,7 @@ std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt
       for (const auto& x : *msgs) chat.push_back({x.role, x.content});
       std::string text;
       try {
-        text = m.chat->render(chat);
+        text = m.chat->render(chat, /*add_generation_prompt=*/true, std::time(nullptr), kwargs);
       } catch (const model::chat_template_error& e) {  // the template refused these messages
         return refusal{error_code::bad_request, std::string("messages: ") + e.what()};
       }
@@ -113,7 +117,7 @@ job_session::submit_plan job_session::plan_submit(double now_s) {
   submit_plan plan;
   submission& sub = plan.sub;
   sub.job_id = job_.id;
-  auto tokens = prompt_tokens(job_.input, m_);
+  auto tokens = prompt_tokens(job_.input, m_, job_.chat_template_kwargs);
   if (auto* why = std::get_if<refusal>(&tokens)) sub.refused = std::move(*why);
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
   sub.req.sampling = job_.to_sampling_params(*job_.seed);

@@ -34,9 +34,11 @@ struct session_models {
 };
 
 /// The prompt tokens of a job's input: its text encoded, its token ids checked against the
-/// vocabulary, or its messages rendered by the chat template and encoded; or why it cannot run.
-/// (Its length is the job table's rule.) Also the HTTP /tokenize answer.
-std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m);
+/// vocabulary, or its messages rendered by the chat template (with `kwargs`, which only messages
+/// take) and encoded; or why it cannot run. (Its length is the job table's rule.) Also the HTTP
+/// /tokenize answer.
+std::variant<std::vector<token_id>, refusal> prompt_tokens(const schemas::prompt_input& input, const session_models& m,
+                                                           const model::template_kwargs& kwargs = {});
 
 class job_session {
 public:

@@ -137,6 +137,38 @@ response_format read_format(const field_map& f) {
   return rf;
 }
 
+// {"enable_thinking": false, ...}: scalar values only; "messages" is the job's own.
+std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> read_template_kwargs(const field_map& f) {
+  std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> out;
+  const msgpack::object* o = f.find("chat_template_kwargs");
+  if (!o) return out;
+  const field_map kw(*o, "chat_template_kwargs.");  // a map of distinct, valid string keys
+  for (uint32_t i = 0; i < o->via.map.size; ++i) {
+    const msgpack::object& k = o->via.map.ptr[i].key;
+    const msgpack::object& v = o->via.map.ptr[i].val;
+    std::string key(k.via.str.ptr, k.via.str.size);
+    if (key == "messages") refuse(kw.name(key), "chat_template_kwargs may not set messages (send them as messages)");
+    switch (v.type) {
+      case msgpack::type::BOOLEAN: out.emplace_back(std::move(key), v.via.boolean); break;
+      case msgpack::type::NEGATIVE_INTEGER: out.emplace_back(std::move(key), v.via.i64); break;
+      case msgpack::type::POSITIVE_INTEGER:
+        if (v.via.u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) refuse(kw.name(key), kw.name(key) + " is too large");
+        out.emplace_back(std::move(key), static_cast<int64_t>(v.via.u64));
+        break;
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: out.emplace_back(std::move(key), v.via.f64); break;
+      case msgpack::type::STR: {
+        std::string s(v.via.str.ptr, v.via.str.size);
+        if (!detail::valid_utf8(s)) refuse(kw.name(key), kw.name(key) + " must be valid UTF-8");
+        out.emplace_back(std::move(key), std::move(s));
+        break;
+      }
+      default: refuse(kw.name(key), kw.name(key) + " must be true/false, a number or a string");
+    }
+  }
+  return out;
+}
+
 submit_request read_submit(const field_map& f, const decode_limits& limits) {
   submit_request r;
   r.id = read_id(f);
@@ -168,6 +200,7 @@ submit_request read_submit(const field_map& f, const decode_limits& limits) {
   if (r.top_logprobs > 0) r.logprobs = true;
   f.read("stream", r.stream);
   if (const msgpack::object* rf = f.find("response_format")) r.format = read_format(field_map(*rf, "response_format."));
+  r.chat_template_kwargs = read_template_kwargs(f);
   return r;
 }
 

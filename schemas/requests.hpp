@@ -76,6 +76,9 @@ struct submit_request {
   /// With each token also its `top_logprobs` most likely alternatives, in [0, 20] (> 0 sets
   /// logprobs).
   int32_t top_logprobs = 0;
+  /// Variables for the chat template (`messages` only), e.g. {"enable_thinking": false}: string
+  /// keys, scalar values (bool, integer, float, string); not "messages". In key order as sent.
+  std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> chat_template_kwargs;
   /// The output must follow this (absent: free text).
   std::optional<response_format> format;
   /// false: only the `accepted` and the terminal event are published (no `tokens` events).

@@ -25,6 +25,7 @@ SUBMIT_DEFAULTS = {
     "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0, "priority": 0,
     "deadline_ms": None, "logprobs": False, "stream": True,
     "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
+    "chat_template_kwargs": {},
 }
 INPUT_KEYS = ("prompt", "messages", "prompt_tokens")
 
@@ -86,6 +87,9 @@ ok("submit_penalties_and_logit_bias", submit(prompt="x", presence_penalty=0.5, f
                                              repetition_penalty=1.5, logit_bias={"42": 5, 7: -100, "0": 0.25}))
 ok("submit_penalties_at_their_limits", submit(prompt="x", presence_penalty=-2, frequency_penalty=2,
                                               repetition_penalty=0.0625, logit_bias={2147483647: 100}))
+ok("submit_chat_template_kwargs", submit(messages=[{"role": "user", "content": "Hi"}],
+                                         chat_template_kwargs={"enable_thinking": False, "depth": -3, "big": 2**63 - 1,
+                                                               "temperature_hint": 0.5, "persona": "terse"}))
 ok("cancel", {"op": "cancel", "id": "job-1"})
 ok("status", {"op": "status", "id": "job-1"})
 ok("fetch_defaults", {"op": "fetch", "id": "job-1"},
@@ -127,6 +131,12 @@ bad("submit_logit_bias_above_100", submit(prompt="x", logit_bias={"5": 100.5}), 
 bad("submit_logit_bias_string_bias", submit(prompt="x", logit_bias={"5": "up"}), "logit_bias")
 bad("submit_logit_bias_same_id_twice", submit(prompt="x", logit_bias={"5": 1, 5: 2}), "logit_bias")
 bad("submit_logit_bias_too_many", submit(prompt="x", logit_bias={str(i): 1 for i in range(301)}), "logit_bias")
+bad("submit_chat_template_kwargs_array", submit(prompt="x", chat_template_kwargs=["enable_thinking"]),
+    "chat_template_kwargs")
+bad("submit_chat_template_kwargs_nested", submit(prompt="x", chat_template_kwargs={"tools": [1]}), "chat_template_kwargs.tools")
+bad("submit_chat_template_kwargs_messages", submit(prompt="x", chat_template_kwargs={"messages": "x"}),
+    "chat_template_kwargs.messages")
+bad("submit_chat_template_kwargs_u64", submit(prompt="x", chat_template_kwargs={"n": 2**63}), "chat_template_kwargs.n")
 # --- ids -----------------------------------------------------------------------------------
 bad("submit_missing_id", {"op": "submit", "prompt": "x"}, "id")
 bad("submit_empty_id", {"op": "submit", "id": "", "prompt": "x"}, "id")

@@ -129,9 +129,9 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   // A replica takes jobs from a shared queue only while it can admit them now: free sequence
   // slots, and nothing waiting for KV blocks or the token budget.
   ic.free_slots = [this, max = int64_t{o.sched.max_num_seqs}] { return waiting_jobs_.load() > 0 ? 0 : max - live_requests_.load(); };
-  ic.tokenize = [m = actors::session_models{&tok, chat_.get(), nullptr}](const schemas::prompt_input& in)
+  ic.tokenize = [m = actors::session_models{&tok, chat_.get(), nullptr}](const schemas::submit_request& job)
       -> std::variant<std::vector<token_id>, std::string> {
-    auto ids = actors::prompt_tokens(in, m);
+    auto ids = actors::prompt_tokens(job.input, m, job.chat_template_kwargs);
     if (auto* why = std::get_if<refusal>(&ids)) return std::move(why->message);
     return std::move(std::get<std::vector<token_id>>(ids));
   };

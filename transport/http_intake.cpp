@@ -106,7 +106,7 @@ void http_intake::tokenize(const http_request& req, http_exchange& x, openai_end
     if (!text) return send_error(x, {400, "tokens: an id is outside the vocabulary", "invalid_request_error", "tokens", "bad_request"});
     return x.respond(200, "application/json", json{{"prompt", *text}}.dump());
   }
-  auto ids = tokenize_(r.job.input);
+  auto ids = tokenize_(r.job);
   if (auto* why = std::get_if<std::string>(&ids)) return send_error(x, {400, *why, "invalid_request_error", "", "bad_request"});
   const auto& tokens = std::get<std::vector<token_id>>(ids);
   json out = {{"count", tokens.size()}, {"max_model_len", max_model_len_}, {"tokens", tokens}, {"token_strs", nullptr}};

@@ -65,9 +65,10 @@ struct intake_context {
   std::function<std::optional<std::string>()> unhealthy;
   /// How many more jobs the runtime can admit right now (every intake's jobs counted).
   std::function<int64_t()> free_slots;
-  /// The prompt tokens a job with this input would get (its text, its token ids checked against
-  /// the vocabulary, or its messages through the chat template), or why it cannot (HTTP /tokenize).
-  std::function<std::variant<std::vector<token_id>, std::string>(const schemas::prompt_input&)> tokenize;
+  /// The prompt tokens a job with this input (and chat_template_kwargs) would get (its text, its
+  /// token ids checked against the vocabulary, or its messages through the chat template), or why
+  /// it cannot (HTTP /tokenize).
+  std::function<std::variant<std::vector<token_id>, std::string>(const schemas::submit_request&)> tokenize;
   /// The text of token ids, special tokens shown; std::nullopt when an id is outside the
   /// vocabulary (HTTP /detokenize).
   std::function<std::optional<std::string>(const std::vector<token_id>&)> detokenize;

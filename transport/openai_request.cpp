@@ -29,7 +29,7 @@ const std::set<std::string, std::less<>> common_fields = {
     "frequency_penalty", "logit_bias", "user", "response_format", "logprobs",
     // conveyor's (and vLLM's) extras
     "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "priority", "deadline_ms"};
-const std::set<std::string, std::less<>> chat_fields = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+const std::set<std::string, std::less<>> chat_fields = {"messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs", "tools", "tool_choice",
                                                         "functions", "function_call", "parallel_tool_calls", "store", "metadata",
                                                         "service_tier"};
 const std::set<std::string, std::less<>> completion_fields = {"prompt", "echo", "suffix", "best_of"};
@@ -212,6 +212,24 @@ schemas::prompt_input read_prompt(const json& body, const schemas::decode_limits
   refuse("prompt", "prompt must be a non-empty string or array of token ids");
 }
 
+// {"enable_thinking": false, ...}: passed to the chat template; scalar values only.
+void read_template_kwargs(const json& body, schemas::submit_request& j) {
+  const json* kw = field(body, "chat_template_kwargs");
+  if (!kw) return;
+  if (!kw->is_object()) refuse("chat_template_kwargs", "chat_template_kwargs must be an object of template variables");
+  for (const auto& [k, v] : kw->items()) {
+    const std::string name = "chat_template_kwargs." + k;
+    if (k == "messages") refuse(name, "chat_template_kwargs may not set messages (send them as messages)");
+    if (v.is_boolean()) j.chat_template_kwargs.emplace_back(k, v.get<bool>());
+    else if (v.is_number_integer() && !v.is_number_unsigned()) j.chat_template_kwargs.emplace_back(k, v.get<int64_t>());
+    else if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      j.chat_template_kwargs.emplace_back(k, static_cast<int64_t>(v.get<uint64_t>()));
+    else if (v.is_number_float()) j.chat_template_kwargs.emplace_back(k, v.get<double>());
+    else if (v.is_string()) j.chat_template_kwargs.emplace_back(k, v.get<std::string>());
+    else refuse(name, name + " must be true/false, a number or a string");
+  }
+}
+
 void read_model(const json& body, const std::string& served_model, openai_request& r) {
   if (const json* m = field(body, "model")) r.model = read_string(*m, "model");
   if (!r.model.empty() && r.model != served_model)
@@ -226,7 +244,8 @@ openai_request read_tokenize(const json& body, openai_endpoint ep, const std::st
                              const schemas::decode_limits& limits) {
   const bool tok = ep == openai_endpoint::tokenize;
   const std::set<std::string, std::less<>> fields =
-      tok ? std::set<std::string, std::less<>>{"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "return_token_strs"}
+      tok ? std::set<std::string, std::less<>>{"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "return_token_strs",
+                                               "chat_template_kwargs"}
           : std::set<std::string, std::less<>>{"model", "tokens"};
   for (const auto& [k, v] : body.items())
     if (!fields.contains(k)) refuse(k, "unknown field '" + k + "' for " + (tok ? "/tokenize" : "/detokenize") + " (see docs/http.md)");
@@ -249,6 +268,7 @@ openai_request read_tokenize(const json& body, openai_endpoint ep, const std::st
     refuse(chat ? "add_special_tokens" : "add_generation_prompt",
            std::string(chat ? "add_special_tokens" : "add_generation_prompt") + " must be false (or left out) with " + (chat ? "messages" : "prompt"));
   r.return_token_strs = read_bool(body, "return_token_strs", false);
+  read_template_kwargs(body, r.job);
   return r;
 }
 
@@ -266,6 +286,7 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   r.n = static_cast<int32_t>(read_int(body, "n", 1, max_choices, 1));
   schemas::submit_request& j = r.job;
   j.input = chat ? read_messages(body, limits) : read_prompt(body, limits);
+  if (chat) read_template_kwargs(body, j);
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();
   // OpenAI's defaults: 16 tokens for completions; chat runs to EOS (here: max_model_len).
   j.max_tokens = static_cast<int32_t>(read_int(body, "max_tokens", 1, i32, chat ? i32 : 16));

@@ -2,8 +2,9 @@
 // common/chat.cpp (common_chat_templates_apply_jinja and common_chat_template_direct_apply):
 // messages (developer -> system; a first system message merged into the next when the template
 // has no system role; content as [{type: text}] when it only takes typed content), bos_token,
-// eos_token, enable_thinking, datetime, date_string, add_generation_prompt only when true; the
-// engine's own builtins (raise_exception, strftime_now, namespace, ...). No tools.
+// eos_token, enable_thinking, datetime, date_string, add_generation_prompt only when true, then
+// the request's chat_template_kwargs over them; the engine's own builtins (raise_exception,
+// strftime_now, namespace, ...). No tools.
 // NOTE: the compiled program is immutable (execute is const, nodes build fresh values); each
 // render gets its own jinja::context, so renders share nothing mutable.
 #include "model/text/chat_template.hpp"
@@ -80,7 +81,8 @@ struct chat_template::impl {
   bool enable_thinking = false;
 
   common_json messages_json(std::span<const chat_message> in) const;
-  std::string run(std::span<const chat_message> messages, bool add_generation_prompt, std::time_t now) const;
+  std::string run(std::span<const chat_message> messages, bool add_generation_prompt, std::time_t now,
+                  const template_kwargs& kwargs = {}) const;
 };
 
 common_json chat_template::impl::messages_json(std::span<const chat_message> in) const {
@@ -113,7 +115,7 @@ common_json chat_template::impl::messages_json(std::span<const chat_message> in)
 }
 
 std::string chat_template::impl::run(std::span<const chat_message> messages, bool add_generation_prompt,
-                                     std::time_t now) const {
+                                     std::time_t now, const template_kwargs& kwargs) const {
   jinja::context ctx(source);
   ctx.current_time = now;
   common_json inp = common_json::object();
@@ -124,6 +126,8 @@ std::string chat_template::impl::run(std::span<const chat_message> messages, boo
   inp["datetime"] = format_local(now, "%b %d %Y");
   inp["date_string"] = format_local(now, "%d %b %Y");
   if (add_generation_prompt) inp["add_generation_prompt"] = true;
+  for (const auto& [key, value] : kwargs)  // the request's own (llama-server's chat_template_kwargs)
+    std::visit([&inp, &key](const auto& v) { inp[key] = v; }, value);
   jinja::global_from_json(ctx, inp, /*mark_input=*/true);
   // The builtin strftime_now calls std::localtime (a shared buffer): renders run concurrently.
   ctx.set_val("strftime_now", jinja::mk_val<jinja::value_func>("strftime_now", [](const jinja::func_args& args) -> jinja::value {
@@ -185,9 +189,9 @@ std::string chat_template::render(std::span<const chat_message> messages, bool a
 }
 
 std::string chat_template::render(std::span<const chat_message> messages, bool add_generation_prompt,
-                                  std::time_t now) const {
+                                  std::time_t now, const template_kwargs& kwargs) const {
   try {
-    return p_->run(messages, add_generation_prompt, now);
+    return p_->run(messages, add_generation_prompt, now, kwargs);
   } catch (const std::exception& e) {
     throw chat_template_error("chat template: " + render_error_text(e.what()));
   }

@@ -9,6 +9,9 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 namespace conveyor::model {
 
@@ -18,6 +21,11 @@ struct chat_message {
   std::string role;
   std::string content;
 };
+
+/// A variable a request gives the template (chat_template_kwargs, e.g. enable_thinking=false):
+/// it overrides the one render() would set.
+using template_value = std::variant<bool, int64_t, double, std::string>;
+using template_kwargs = std::vector<std::pair<std::string, template_value>>;
 
 /// A template that does not parse, or one that refuses the messages (raise_exception) or fails
 /// while rendering them. what() is one line: the template's own message where it raised one.
@@ -48,7 +56,8 @@ public:
   /// add_generation_prompt. `now` (local time) feeds date_string / strftime_now, which
   /// Llama 3.x templates print. Throws chat_template_error when the template raises.
   std::string render(std::span<const chat_message> messages, bool add_generation_prompt = true) const;
-  std::string render(std::span<const chat_message> messages, bool add_generation_prompt, std::time_t now) const;
+  std::string render(std::span<const chat_message> messages, bool add_generation_prompt, std::time_t now,
+                     const template_kwargs& kwargs = {}) const;
 
   /// True when the model had no template and ChatML is used.
   bool is_chatml_default() const;

@@ -18,11 +18,12 @@ CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 COMMON = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
           "presence_penalty", "frequency_penalty", "logit_bias", "user", "response_format", "logprobs",
           "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "priority", "deadline_ms"}
-CHAT_ONLY = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "functions",
+CHAT_ONLY = {"messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs", "tools", "tool_choice", "functions",
              "function_call", "parallel_tool_calls", "store", "metadata", "service_tier"}
 COMPLETION_ONLY = {"prompt", "echo", "suffix", "best_of"}
 PASSED_ON = ("temperature", "top_p", "seed", "top_k", "min_p", "min_tokens", "ignore_eos", "stop_token_ids",
-             "priority", "deadline_ms", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias")
+             "priority", "deadline_ms", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+             "chat_template_kwargs")
 STATUS = {"bad_request": 400, "too_long": 400, "not_found": 404, "duplicate": 409, "overloaded": 429,
           "shutting_down": 503, "internal": 500}
 

@@ -393,3 +393,24 @@ def test_n_choices_stream_with_their_index(http_server):
     assert sorted(parts) == [0, 1, 2] and sorted(finish) == [0, 1, 2]
     assert [parts[i] for i in range(3)] == [c.message.content for c in whole.choices]
     assert usage.completion_tokens == whole.usage.completion_tokens and usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_chat_template_kwargs(http_server):
+    """chat_template_kwargs reach the template (tests/unit/model/chat_template_test.cpp shows the
+    override); SmolLM2's template reads none, so the prompt is the same with them."""
+    client = http_server.openai()
+    kw = {"enable_thinking": False, "persona": "terse"}
+    r = client.chat.completions.create(model=http_server.model, messages=MESSAGES, max_tokens=4, temperature=0,
+                                       extra_body={"chat_template_kwargs": kw})
+    plain = client.chat.completions.create(model=http_server.model, messages=MESSAGES, max_tokens=4, temperature=0)
+    assert r.choices[0].message.content == plain.choices[0].message.content
+    status, t = http_server.post("/tokenize", {"messages": MESSAGES, "chat_template_kwargs": kw})
+    assert status == 200 and t["count"] == plain.usage.prompt_tokens
+    for value, param in [([1], "chat_template_kwargs"), ({"tools": [1]}, "chat_template_kwargs.tools"),
+                         ({"messages": "x"}, "chat_template_kwargs.messages")]:
+        status, err = http_server.post("/v1/chat/completions", {"messages": MESSAGES, "chat_template_kwargs": value})
+        assert status == 400 and err["error"]["param"] == param, err
+    status, err = http_server.post("/v1/completions", {"prompt": PROMPT, "chat_template_kwargs": kw})
+    assert status == 400 and err["error"]["param"] == "chat_template_kwargs"
+    with http_server.client() as c, pytest.raises(Exception, match="only a job with messages"):
+        c.generate(prompt=PROMPT, max_tokens=2, chat_template_kwargs=kw)

@@ -110,6 +110,20 @@ BOOST_AUTO_TEST_CASE(raise_exception_is_an_error_with_the_templates_message) {
   BOOST_TEST(error_of(t, msgs{{"user", "a"}, {"user", "b"}}) == "chat template: Conversation roles must alternate");
 }
 
+// chat_template_kwargs: the request's variables override what render() sets (Qwen3's
+// enable_thinking, as llama-server and vLLM pass it) and add new ones.
+BOOST_AUTO_TEST_CASE(template_kwargs_override_and_add_variables) {
+  const chat_template t("{% for m in messages %}{{ m['content'] }}{% endfor %}"
+                        "{% if add_generation_prompt %}<a>{% if enable_thinking is defined and enable_thinking is false %}"
+                        "<think></think>{% endif %}{% endif %}{{ persona | default('-') }}{{ depth | default('') }}",
+                        smol_tokens);
+  const msgs m{{"user", "hi"}};
+  BOOST_TEST(t.render(m, true, 0) == "hi<a>-");
+  const template_kwargs off{{"enable_thinking", false}, {"persona", std::string("terse")}, {"depth", int64_t{3}}};
+  BOOST_TEST(t.render(m, true, 0, off) == "hi<a><think></think>terse3");
+  BOOST_TEST(t.render(m, true, 0, {{"enable_thinking", true}}) == "hi<a>-");
+}
+
 // As llama.cpp: a template that refuses system messages gets the first one merged into the next.
 BOOST_AUTO_TEST_CASE(a_template_without_system_role_gets_it_merged_into_the_next_message) {
   const chat_template t("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"

@@ -23,6 +23,12 @@ json input_json(const prompt_input& input) {
 
 template <class T> json opt(const std::optional<T>& v) { return v ? json(*v) : json(nullptr); }
 
+json kwargs_json(const std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>>& kw) {
+  json j = json::object();
+  for (const auto& [k, v] : kw) std::visit([&j, &k](const auto& x) { j[k] = x; }, v);
+  return j;
+}
+
 json bias_json(const std::vector<std::pair<conveyor::token_id, float>>& bias) {
   json j = json::object();
   for (const auto& [t, b] : bias) j[std::to_string(t)] = b;
@@ -43,7 +49,7 @@ json to_json(const decode_result& result) {
                   {"priority", r.priority}, {"deadline_ms", opt(r.deadline_ms)},
                   {"logprobs", r.logprobs}, {"stream", r.stream}, {"presence_penalty", r.presence_penalty},
                   {"frequency_penalty", r.frequency_penalty}, {"repetition_penalty", r.repetition_penalty},
-                  {"logit_bias", bias_json(r.logit_bias)}};
+                  {"logit_bias", bias_json(r.logit_bias)}, {"chat_template_kwargs", kwargs_json(r.chat_template_kwargs)}};
         } else if constexpr (std::is_same_v<T, cancel_request>) {
           return {{"op", "cancel"}, {"id", r.id}};
         } else if constexpr (std::is_same_v<T, status_request>) {

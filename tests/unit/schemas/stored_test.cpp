@@ -24,6 +24,7 @@ submit_request full_job() {
   j.frequency_penalty = -0.7f;
   j.repetition_penalty = 1.15f;
   j.logit_bias = {{0, -100.0f}, {17, 2.5f}, {50000, 0.1f}};
+  j.chat_template_kwargs = {{"enable_thinking", false}, {"depth", int64_t{-2}}, {"scale", 0.25}, {"who", std::string("me")}};
   j.seed = 18446744073709551557ull;
   j.stop = {"\n\n", "END"};
   j.stop_token_ids = {3, 5};
@@ -63,6 +64,7 @@ BOOST_AUTO_TEST_CASE(a_submit_map_decodes_back_to_the_same_job) {
   BOOST_TEST(d.frequency_penalty == j.frequency_penalty);
   BOOST_TEST(d.repetition_penalty == j.repetition_penalty);
   BOOST_TEST((d.logit_bias == j.logit_bias));
+  BOOST_TEST((d.chat_template_kwargs == j.chat_template_kwargs));
   BOOST_TEST(d.seed.value() == *j.seed);
   BOOST_TEST(d.stop == j.stop);
   BOOST_TEST(d.stop_token_ids == j.stop_token_ids);
