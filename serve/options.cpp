@@ -11,6 +11,7 @@
 #include "engine/sim/cost_model.hpp"
 #include "model/cpu/cpu_cores.hpp"
 #include "transport/api_keys.hpp"
+#include "transport/reasoning.hpp"
 
 namespace conveyor::serve {
 
@@ -72,6 +73,8 @@ void serve_options::add_flags(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--served-model-name,--served_model_name", served_model_name,
                  "The model's name in HTTP requests and /v1/models (default: the model file's name)");
+  cmd.add_option("--reasoning-parser,--reasoning_parser", reasoning_parser,
+                 "HTTP chat answers: the model's <think>...</think> as reasoning_content (qwen3 | deepseek_r1; default: none)");
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
   cmd.add_flag("--journal,!--no-journal", journal, "Journal every accepted job and event (SQLite) so a crash loses none; --no-journal: off")
       ->capture_default_str();
@@ -171,6 +174,8 @@ std::string serve_options::validate() const {
   if (worker_threads < 0 || worker_threads > 64) return "worker_threads must be in 0..64 (0: the cores minus one)";
   if (metrics_port < -1 || metrics_port > 65535) return "metrics_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (http_port < -1 || http_port > 65535) return "http_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
+  if (!transport::parse_reasoning_parser(reasoning_parser))
+    return "reasoning_parser must be qwen3 or deepseek_r1 (or left out), not '" + reasoning_parser + "'";
   if (http_threads < 1 || http_threads > 64) return "http_threads must be in 1..64, not " + std::to_string(http_threads);
   if (!std::isfinite(http_request_timeout_s) || http_request_timeout_s < 1 || http_request_timeout_s > 86400)
     return "http_request_timeout must be a number of seconds in [1, 86400]";
@@ -281,6 +286,7 @@ runtime_options serve_options::runtime(const executor_info& info, const std::str
   r.http.threads = http_threads;
   r.http.request_timeout_s = http_request_timeout_s;
   r.http.max_body_bytes = static_cast<size_t>(http_max_body);
+  r.http.reasoning = *transport::parse_reasoning_parser(reasoning_parser);
   r.trace_path = trace;
   r.pub.retention_s = retention_s;
   r.poison_after = poison_after;

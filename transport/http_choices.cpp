@@ -88,7 +88,9 @@ class job_exchange : public std::enable_shared_from_this<job_exchange> {
 public:
   job_exchange(std::shared_ptr<choice_group> group, int32_t index, std::string id)
       : group_(std::move(group)), g_(*group_), in_(g_.in_), index_(index), id_(std::move(id)), job_(g_.r_->job),
-        ctx_{g_.r_.get(), g_.id_, g_.created_, g_.in_.piece_, index} {
+        ctx_{g_.r_.get(), g_.id_, g_.created_, g_.in_.piece_, index,
+             g_.r_->endpoint == openai_endpoint::chat_completions ? g_.in_.cfg_.reasoning : reasoning_parser::none},
+        thinking_(ctx_.reasoning) {
     job_.id = id_;
     if (g_.r_->n > 1) {
       if (job_.seed) job_.seed = *job_.seed + static_cast<uint64_t>(index);
@@ -209,12 +211,16 @@ private:
     }
     if (t) {
       shown_ = shown_ || !t->text.empty();
-      g_.write(render_chunk_tokens(ctx_, *t));
+      write_tokens(*t);
     } else if (d) {
       if (!shown_ && !d->text.empty()) {  // a job whose tokens events were not kept (stream: false elsewhere)
         schemas::tokens_event all;
         all.text = d->text;
-        g_.write(render_chunk_tokens(ctx_, all));
+        write_tokens(all);
+      }
+      if (ctx_.reasoning != reasoning_parser::none) {  // what the split held back (a partial tag)
+        const reasoning_split rest = thinking_.finish();
+        if (!rest.reasoning.empty() || !rest.content.empty()) g_.write(render_chunk_tokens(ctx_, schemas::tokens_event{}, &rest));
       }
       g_.write(render_chunk_finish(ctx_, *d));
       g_.choice_done(index_, {{}, *d});
@@ -222,12 +228,19 @@ private:
   }
 
   std::shared_ptr<choice_group> group_;  // (the group lets go of its members when it ends)
+  void write_tokens(const schemas::tokens_event& t) {
+    if (ctx_.reasoning == reasoning_parser::none) return g_.write(render_chunk_tokens(ctx_, t));
+    const reasoning_split part = thinking_.feed(t.text);
+    g_.write(render_chunk_tokens(ctx_, t, &part));
+  }
+
   choice_group& g_;
   http_intake& in_;
   int32_t index_;
   std::string id_;
   schemas::submit_request job_;
   openai_context ctx_;
+  reasoning_stream thinking_;  // chat with a reasoning parser: this choice's text so far, split
   std::shared_ptr<job_watch> w_;
   uint64_t tag_ = 0, from_ = 0;
   phase phase_ = phase::submitting;
@@ -258,7 +271,8 @@ void choice_group::choice_done(int32_t i, choice_events ev) {
   choices_[static_cast<size_t>(i)] = std::move(ev);
   members_[static_cast<size_t>(i)]->finish();
   if (++ended_ < choices_.size()) return;
-  const openai_context ctx{r_.get(), id_, created_, in_.piece_, 0};
+  const openai_context ctx{r_.get(), id_, created_, in_.piece_, 0,
+                           r_->endpoint == openai_endpoint::chat_completions ? in_.cfg_.reasoning : reasoning_parser::none};
   if (streaming_) {
     std::vector<schemas::done_event> done;
     for (auto& c : choices_) done.push_back(c->done);

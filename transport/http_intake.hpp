@@ -21,6 +21,7 @@
 #include "transport/intake.hpp"
 #include "transport/job_watch.hpp"
 #include "transport/openai_response.hpp"
+#include "transport/reasoning.hpp"
 
 namespace conveyor::transport {
 
@@ -40,6 +41,8 @@ struct http_config {
   std::shared_ptr<const api_keys> keys;
   /// The served model's name (/v1/models; a request naming another gets 404).
   std::string model_name;
+  /// Chat answers: the thinking as reasoning_content (--reasoning-parser).
+  reasoning_parser reasoning = reasoning_parser::none;
   schemas::decode_limits limits;
 };
 

@@ -89,6 +89,11 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
     json logprobs = nullptr;
     if (is_chat(c)) {
       choice["message"] = {{"role", "assistant"}, {"content", done.text}};
+      if (c.reasoning != reasoning_parser::none) {
+        const reasoning_split s = split_reasoning(c.reasoning, done.text);
+        choice["message"]["reasoning_content"] = s.reasoning.empty() ? json(nullptr) : json(s.reasoning);
+        choice["message"]["content"] = s.content.empty() && !s.reasoning.empty() ? json(nullptr) : json(s.content);
+      }
       if (c.req->logprobs) {
         json content = json::array();
         for (const auto& ev : tokens) chat_logprobs(c, ev, content);
@@ -118,11 +123,17 @@ std::string render_chunk_start(const openai_context& c) {
   return sse(j);
 }
 
-std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& ev) {
-  if (ev.text.empty() && !c.req->logprobs) return {};
+std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& ev, const reasoning_split* split) {
+  const bool nothing = split && is_chat(c) ? split->reasoning.empty() && split->content.empty() : ev.text.empty();
+  if (nothing && !c.req->logprobs) return {};
   json choice = {{"index", c.index}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
   if (is_chat(c)) {
     choice["delta"] = {{"content", ev.text}};
+    if (split) {
+      choice["delta"] = json::object();
+      if (!split->reasoning.empty()) choice["delta"]["reasoning_content"] = split->reasoning;
+      if (!split->content.empty() || split->reasoning.empty()) choice["delta"]["content"] = split->content;
+    }
     if (c.req->logprobs) {
       json content = json::array();
       chat_logprobs(c, ev, content);

@@ -9,6 +9,7 @@
 
 #include "schemas/events.hpp"
 #include "transport/openai_request.hpp"
+#include "transport/reasoning.hpp"
 
 namespace conveyor::transport {
 
@@ -22,6 +23,8 @@ struct openai_context {
   int64_t created = 0;  ///< unix seconds
   piece_fn piece;
   int32_t index = 0;  ///< the choice this job answers (n > 1: one job per choice)
+  /// Chat: how the thinking is told from the answer (reasoning_content); none: all content.
+  reasoning_parser reasoning = reasoning_parser::none;
 };
 
 /// One choice's job: its tokens events and its done event, in seq order.
@@ -36,8 +39,10 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
 
 /// Streaming, one "data: {...}\n\n" line per call. The first chunk of a chat (role only).
 std::string render_chunk_start(const openai_context& c);
-/// A tokens event's delta (empty string when it carries nothing to show).
-std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& tokens);
+/// A tokens event's delta (empty string when it carries nothing to show). With `split` (chat with
+/// a reasoning parser: the exchange's reasoning_stream fed the event's text), the delta carries
+/// its reasoning_content and content instead of the text.
+std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& tokens, const reasoning_split* split = nullptr);
 /// The done event's chunk (finish_reason) of choice c.index.
 std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done);
 /// The stream's end, once every choice has finished: when stream_options.include_usage the usage

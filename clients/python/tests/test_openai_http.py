@@ -414,3 +414,36 @@ def test_chat_template_kwargs(http_server):
     assert status == 400 and err["error"]["param"] == "chat_template_kwargs"
     with http_server.client() as c, pytest.raises(Exception, match="only a job with messages"):
         c.generate(prompt=PROMPT, max_tokens=2, chat_template_kwargs=kw)
+
+
+def test_reasoning_parser_splits_chat_answers():
+    """--reasoning-parser: deepseek_r1 reads everything before </think> as thinking, so SmolLM2's
+    answer (which has no </think>) is all reasoning_content, whole and streamed; qwen3 reads an
+    answer that does not open with <think> as all content. (tests/unit/transport/reasoning_test.cpp
+    splits real thinking.)"""
+    s = HttpServer("--no-journal", "--reasoning-parser", "deepseek_r1")
+    try:
+        client = s.openai()
+        params = dict(model=s.model, messages=MESSAGES, max_tokens=8, temperature=0)
+        text = zmq_text(s, messages=MESSAGES, max_tokens=8, temperature=0)
+        r = client.chat.completions.create(**params)
+        msg = r.choices[0].message
+        assert msg.reasoning_content == text and msg.content is None
+        thought, said = "", ""
+        for ch in client.chat.completions.create(stream=True, **params):
+            for c in ch.choices:
+                thought += getattr(c.delta, "reasoning_content", None) or ""
+                said += c.delta.content or ""
+        assert thought == text and said == ""
+        done = client.completions.create(model=s.model, prompt=PROMPT, max_tokens=4, temperature=0)  # completions: untouched
+        assert done.choices[0].text
+        assert s.stop(timeout=30) == 0
+    finally:
+        s.kill()
+    s = HttpServer("--no-journal", "--reasoning-parser", "qwen3")
+    try:
+        r = s.openai().chat.completions.create(model=s.model, messages=MESSAGES, max_tokens=8, temperature=0)
+        assert r.choices[0].message.content == zmq_text(s, messages=MESSAGES, max_tokens=8, temperature=0)
+        assert getattr(r.choices[0].message, "reasoning_content", None) is None
+    finally:
+        s.kill()

@@ -81,6 +81,7 @@ BOOST_AUTO_TEST_CASE(settings_out_of_range_are_refused) {
       {"CURVE half given", [](serve_options& o) { o.curve_secret_key = "x.key"; }, "go together"},
       {"two endpoints, one port", [](serve_options& o) { o.http_port = 5555; }, "--router and --http-port both name port 5555"},
       {"sim cost model", [](serve_options& o) { o.sim_cost_model = "tpu"; }, "sim_cost_model"},
+      {"reasoning parser", [](serve_options& o) { o.reasoning_parser = "granite"; }, "reasoning_parser must be qwen3 or deepseek_r1"},
   };
   BOOST_TEST(serve_options{}.validate() == "");
   for (const auto& r : rows) {
