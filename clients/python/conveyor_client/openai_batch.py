@@ -40,8 +40,10 @@ def _refuse_unsupported(body):
     for k in ("tools", "functions"):
         if body.get(k):
             raise LineError("%s (tool calls) is not supported by conveyor; use response_format" % k, k)
-    if body.get("n", 1) != 1 or body.get("best_of", 1) != 1:
-        raise LineError("n and best_of must be 1", "n")
+    if body.get("n", 1) != 1:
+        raise LineError("n must be 1 in a batch: send one line per choice (seed + i gives the HTTP API's choice i)", "n")
+    if body.get("best_of", 1) != 1:
+        raise LineError("best_of must be 1", "best_of")
     if body.get("echo") or body.get("suffix"):
         raise LineError("echo and suffix are not supported by conveyor", "echo" if body.get("echo") else "suffix")
     if body.get("stream"):
@@ -55,10 +57,13 @@ def _content(message, i):
     c = message.get("content")
     if isinstance(c, str):
         return c
-    if isinstance(c, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-                                   for p in c):
-        return "".join(p["text"] for p in c)
-    raise LineError("messages[%d].content must be a string or a list of text parts" % i, "messages[%d].content" % i)
+    if not isinstance(c, list):
+        raise LineError("messages[%d].content must be a string or a list of text parts" % i, "messages[%d].content" % i)
+    for k, p in enumerate(c):
+        if not (isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)):
+            name = "messages[%d].content[%d]" % (i, k)
+            raise LineError(name + ' must be {"type":"text","text":...}: conveyor\'s models read text only', name)
+    return "".join(p["text"] for p in c)
 
 
 def _response_format(rf):
@@ -78,7 +83,8 @@ def _response_format(rf):
         schema = js.get("schema")
         if not isinstance(schema, (dict, bool)):
             raise LineError("response_format.json_schema.schema must be a JSON schema", "response_format.json_schema.schema")
-        return {"type": "json_schema", "schema": json.dumps(schema)}
+        # Written as the HTTP intake writes it (compact, UTF-8): the grammar text is the same.
+        return {"type": "json_schema", "schema": json.dumps(schema, separators=(",", ":"), ensure_ascii=False)}
     if t == "regex":
         return {"type": "regex", "pattern": rf.get("pattern")}
     if t == "grammar":
@@ -133,6 +139,8 @@ def to_submit(line):
     for k in PASSED_ON:
         if body.get(k) is not None:
             job[k] = body[k]
+    if job.get("top_k") == -1:  # vLLM's "off", as the HTTP intake reads it
+        del job["top_k"]
     stop = body.get("stop")
     if stop is not None:
         job["stop"] = [stop] if isinstance(stop, str) else stop

@@ -3,10 +3,12 @@ real server and comes back as 100 output lines in OpenAI's format; lines conveyo
 their 400 answer; the mapping itself is checked without a server."""
 import io
 import json
+import pathlib
 
 import pytest
 
 from conveyor_client import openai_batch
+from conveyor_client.protocol import SUBMIT_DEFAULTS
 from conveyor_client.pipe import parse_args, run
 from test_e2e import Server
 
@@ -124,3 +126,51 @@ def test_the_mapping_reads_openai_bodies():
         with pytest.raises(openai_batch.LineError) as e:
             openai_batch.to_submit({"custom_id": "c", "url": "/v1/chat/completions", "body": body})
         assert e.value.param == param
+
+
+BODIES = json.loads((pathlib.Path(__file__).resolve().parents[3] / "tests" / "data" / "openai_bodies.json")
+                    .read_text(encoding="utf-8"))["cases"]
+
+
+def submit_map(job):
+    """The job map as the shared vectors write it: only what differs from the protocol's defaults
+    (the input and max_tokens always), logit_bias keyed by strings."""
+    m = {}
+    for k, v in job.items():
+        if k == "logit_bias":
+            v = {str(int(t)): b for t, b in v.items()}
+        if k != "max_tokens" and (v == SUBMIT_DEFAULTS.get(k, object()) or v in ({}, [])):
+            continue
+        m[k] = v
+    return m
+
+
+@pytest.mark.parametrize("case", BODIES, ids=[c["name"] for c in BODIES])
+def test_the_shared_openai_vectors(case):
+    """tests/data/openai_bodies.json: the Batch mapping and the HTTP intake
+    (tests/unit/transport/openai_mapping_test.cpp) read every body alike, or differ as it says."""
+    line = {"custom_id": "c", "method": "POST", "url": case["url"], "body": case["body"]}
+    batch = case.get("batch")
+    error = batch["error"] if isinstance(batch, dict) else case.get("error") if batch != "server" else None
+    if error:
+        with pytest.raises(openai_batch.LineError) as e:
+            openai_batch.to_submit(line)
+        assert e.value.param == error
+        return
+    _, _, _, job = openai_batch.to_submit(line)
+    if batch == "server":  # passed on as sent: the server's decoder refuses it by name
+        assert case["error"].split(".")[0] in job
+        return
+    assert submit_map(job) == case["submit"]
+
+
+def test_what_a_batch_passes_on_the_server_refuses_by_name(server):
+    from conveyor_client import ConveyorError
+    cases = [c for c in BODIES if c.get("batch") == "server"]
+    assert cases
+    with server.client() as client:
+        for case in cases:
+            _, _, _, job = openai_batch.to_submit({"custom_id": "c", "url": case["url"], "body": case["body"]})
+            with pytest.raises(ConveyorError) as e:
+                client.submit(**job)
+            assert e.value.code == "bad_request" and e.value.field == case["error"], case["name"]
