@@ -23,15 +23,17 @@ void block_pool::unlink(block_id block) {
   --num_free_;
 }
 
-void block_pool::push_back(block_id block) {
-  const int32_t sentinel = num_blocks();
-  prev_[block] = prev_[sentinel];
-  next_[block] = sentinel;
-  next_[prev_[sentinel]] = block;
-  prev_[sentinel] = block;
+void block_pool::insert_before(block_id block, int32_t at) {
+  prev_[block] = prev_[at];
+  next_[block] = at;
+  next_[prev_[at]] = block;
+  prev_[at] = block;
   in_queue_[block] = 1;
   ++num_free_;
 }
+
+void block_pool::push_back(block_id block) { insert_before(block, num_blocks()); }  // before the sentinel
+void block_pool::push_front(block_id block) { insert_before(block, next_[num_blocks()]); }
 
 void block_pool::evict(block_id block) {
   if (!has_hash_[block]) return;
@@ -61,7 +63,7 @@ void block_pool::touch(block_id block) {
 void block_pool::release(std::span<const block_id> blocks) {
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
     CONVEYOR_ASSERT(ref_count_[*it] > 0, "release of a block nobody holds");
-    if (--ref_count_[*it] == 0) push_back(*it);
+    if (--ref_count_[*it] == 0) has_hash_[*it] ? push_back(*it) : push_front(*it);
   }
 }
 

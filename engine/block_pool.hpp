@@ -1,11 +1,16 @@
-// Pure. The KV block pool: block ids 0..N-1, a ref count each, one free queue in LRU order,
-// and the prefix-cache registry (hash -> block) for full blocks. Owns ids, not memory.
+// Pure. The KV block pool: block ids 0..N-1, a ref count each, one free queue, and the
+// prefix-cache registry (hash -> block) for full blocks. Owns ids, not memory.
 //
-//   free queue, head evicted first:   head -> 5 -> 4 -> 6 -> 7 -> tail
+//   free queue, head taken first:   head -> 3 -> 5 -> 6 -> 7 -> 4 -> tail
+//                                   (uncached freed) (never used) (cached, LRU)
 //   A block with ref_count 0 sits in the queue. If it still carries a hash it is a cache entry
 //   that a later prompt may revive (touch) until an allocation pops it and drops the hash.
-//   Release appends back to front, so a sequence's tail blocks are evicted before its head
-//   blocks, which are the ones other prompts are most likely to share.
+//   A released block without a hash goes to the head: it holds nothing worth keeping, and its
+//   memory is already in use (the CPU pool commits a block's pages when it is first written), so
+//   it is taken before a never-used block and the pool's touched memory stays at the most blocks
+//   ever held at once (live + cached). A cached block goes to the tail, back to front, so a
+//   sequence's tail blocks are evicted before its head blocks, which are the ones other prompts
+//   are most likely to share; cached blocks are evicted only when no other block is free.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +41,8 @@ public:
   /// Takes one more reference on `block` (a prefix-cache hit); a free block leaves the queue.
   void touch(block_id block);
   /// Drops one reference from each block, walking `blocks` back to front; a block that reaches
-  /// 0 goes to the tail of the free queue and keeps its cache entry until evicted.
+  /// 0 goes to the tail of the free queue and keeps its cache entry until evicted, or, without
+  /// one, to the head.
   void release(std::span<const block_id> blocks);
 
   /// The block cached under `hash` whose tokens equal `tokens`, or -1.
@@ -57,7 +63,9 @@ public:
 
 private:
   void unlink(block_id block);
+  void insert_before(block_id block, int32_t at);
   void push_back(block_id block);
+  void push_front(block_id block);
   void evict(block_id block);
 
   int32_t block_size_;

@@ -63,7 +63,8 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.device = "cpu";
   kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
   kv_sizing_ = std::to_string(blocks) + " blocks x " + std::to_string(o.block_size) + " tokens = " +
-               std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " (" +
+               std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " reserved, " +
+               mib(kv_->resident_bytes()) + " in memory (pages are committed as sequences write them; " +
                (storage == kv_storage::f16 ? "fp16" : "f32") + "; " + why + ")";
 }
 

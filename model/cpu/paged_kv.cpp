@@ -189,12 +189,16 @@ paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int3
       row_(int64_t{n_head_kv} * head_dim) {
   const size_t n = static_cast<size_t>(n_layer) * num_blocks * block_size * row_;
   if (s == kv_storage::f16) {
-    k16_.assign(n, 0);
-    v16_.assign(n, 0);
+    k16_ = lazy_array<uint16_t>(n);
+    v16_ = lazy_array<uint16_t>(n);
   } else {
-    k32_.assign(n, 0.0f);
-    v32_.assign(n, 0.0f);
+    k32_ = lazy_array<float>(n);
+    v32_ = lazy_array<float>(n);
   }
+}
+
+int64_t paged_kv::resident_bytes() const {
+  return static_cast<int64_t>(k16_.resident_bytes() + v16_.resident_bytes() + k32_.resident_bytes() + v32_.resident_bytes());
 }
 
 int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim, kv_storage s) {

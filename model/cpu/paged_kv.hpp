@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/types.hpp"
+#include "model/cpu/lazy_array.hpp"
 
 namespace conveyor::model {
 
@@ -25,6 +26,9 @@ public:
   static int64_t block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim, kv_storage s);
 
   kv_storage storage() const { return storage_; }
+  /// Bytes of K and V in memory now: the pool is reserved at start and a page is committed the
+  /// first time a position in it is written (it stays, reused, until the pool goes).
+  int64_t resident_bytes() const;
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_size() const { return block_size_; }
 
@@ -51,8 +55,9 @@ private:
   kv_storage storage_;
   int32_t num_blocks_, block_size_, n_head_kv_, head_dim_;
   int64_t row_;                     // n_head_kv * head_dim
-  std::vector<uint16_t> k16_, v16_;  // f16 storage (the f32 ones stay empty), and vice versa
-  std::vector<float> k32_, v32_;
+  // f16 storage (the f32 ones stay empty), and vice versa; reserved, committed as written.
+  lazy_array<uint16_t> k16_, v16_;
+  lazy_array<float> k32_, v32_;
 };
 
 } // namespace conveyor::model

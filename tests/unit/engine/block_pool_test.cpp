@@ -43,15 +43,19 @@ BOOST_AUTO_TEST_CASE(allocate_fails_without_side_effects) {
   BOOST_TEST(*pool.allocate(2) == (ids{6, 7}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(release_appends_tail_block_first) {
+BOOST_AUTO_TEST_CASE(uncached_blocks_are_reused_first_and_cached_ones_appended_tail_first) {
   conveyor::block_pool pool(8, 4);
   const auto a = *pool.allocate(3); // 0 1 2
   const auto b = *pool.allocate(2); // 3 4
-  pool.release(a);
-  BOOST_TEST(pool.free_queue() == (ids{5, 6, 7, 2, 1, 0}), boost::test_tools::per_element());
-  pool.release(b);
-  BOOST_TEST(pool.free_queue() == (ids{5, 6, 7, 2, 1, 0, 4, 3}), boost::test_tools::per_element());
+  pool.release(a);  // nothing cached: back at the head, in order, before the never-used 5 6 7
+  BOOST_TEST(pool.free_queue() == (ids{0, 1, 2, 5, 6, 7}), boost::test_tools::per_element());
+  pool.cache(3, 100, tokens_a);
+  pool.cache(4, 101, tokens_b);
+  pool.release(b);  // cached: at the tail, the sequence's tail block first
+  BOOST_TEST(pool.free_queue() == (ids{0, 1, 2, 5, 6, 7, 4, 3}), boost::test_tools::per_element());
   BOOST_TEST(pool.check_invariants(std::vector<int32_t>(8, 0)) == "");
+  // The touched set stays small: freeing and allocating again takes the same blocks.
+  BOOST_TEST(*pool.allocate(3) == (ids{0, 1, 2}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(eviction_follows_lru_order_and_drops_the_hash) {
@@ -59,9 +63,9 @@ BOOST_AUTO_TEST_CASE(eviction_follows_lru_order_and_drops_the_hash) {
   const auto a = *pool.allocate(3); // 0 1 2
   pool.cache(0, 100, tokens_a);
   pool.cache(1, 101, tokens_b);
-  pool.release(a); // queue: 3 4 5 6 7 2 1 0
+  pool.release(a); // queue: 2 3 4 5 6 7 1 0 (2 has no hash: reused first)
   BOOST_TEST(pool.num_cached() == 2);
-  BOOST_TEST(*pool.allocate(6) == (ids{3, 4, 5, 6, 7, 2}), boost::test_tools::per_element());
+  BOOST_TEST(*pool.allocate(6) == (ids{2, 3, 4, 5, 6, 7}), boost::test_tools::per_element());
   BOOST_TEST(pool.find_cached(101, tokens_b) == 1); // still cached while free
   BOOST_TEST(*pool.allocate(1) == (ids{1}), boost::test_tools::per_element());
   BOOST_TEST(pool.find_cached(101, tokens_b) == -1); // evicted

@@ -259,6 +259,29 @@ BOOST_AUTO_TEST_CASE(block_bytes_and_pool_memory) {
   BOOST_TEST(held[1] < 2 * want + 2 * 8192);
 }
 
+// The pool is reserved, not touched: nothing is resident until a position is written, a write
+// commits only the pages around it (one K and one V row per layer), and reading commits nothing.
+BOOST_AUTO_TEST_CASE(memory_is_committed_as_positions_are_written) {
+  const int32_t n_layer = 4, blocks = 2048, block_size = 16, n_kv = 2, hd = 64;
+  for (kv_storage s : {kv_storage::f16, kv_storage::f32}) {
+    paged_kv kv(n_layer, blocks, block_size, n_kv, hd, s);
+    const int64_t reserved = paged_kv::block_bytes(n_layer, block_size, n_kv, hd, s) * blocks;
+    BOOST_TEST(reserved > (int64_t{16} << 20));
+    BOOST_TEST(kv.resident_bytes() == 0);
+    std::vector<float> k(n_kv * hd, 0.5f), v(n_kv * hd, -0.25f), out_k(k.size()), out_v(v.size());
+    for (int32_t layer = 0; layer < n_layer; ++layer) kv.store(layer, 1000, 3, k.data(), v.data());
+    const int64_t page = 4096;
+    BOOST_TEST(kv.resident_bytes() > 0);
+    BOOST_TEST(kv.resident_bytes() <= 2 * n_layer * 2 * page);  // a row may straddle two pages
+    kv.load(0, 7, 0, out_k.data(), out_v.data());  // never written: zeros, and nothing committed
+    BOOST_TEST(out_k[0] == 0.0f);
+    BOOST_TEST(kv.resident_bytes() <= 2 * n_layer * 2 * page);
+    kv.load(2, 1000, 3, out_k.data(), out_v.data());
+    BOOST_TEST(out_k[5] == 0.5f);
+    BOOST_TEST(out_v[5] == -0.25f);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 } // namespace conveyor::model
