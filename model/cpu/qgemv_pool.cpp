@@ -29,7 +29,13 @@ spinning_pool::~spinning_pool() {
 }
 
 void spinning_pool::drain(int32_t thread) {
-  for (int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i, thread);
+  for (int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) {
+    (*fn_)(i, thread);
+    if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_ && thread != 0) {
+      std::lock_guard lk(mu_);  // the caller may be checking completed_ under mu_ right now
+      if (caller_waits_) done_.notify_one();
+    }
+  }
 }
 
 void spinning_pool::work(int32_t thread) {
@@ -49,9 +55,12 @@ void spinning_pool::work(int32_t thread) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    drain(thread);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard lk(mu_);  // the caller may be checking pending_ under mu_ right now
+    // Enter the loop only while it is open: the caller closes it, then waits for active_ to
+    // drain (both seq_cst, so either this sees it closed or the caller sees this inside).
+    active_.fetch_add(1);
+    if (open_.load()) drain(thread);
+    if (active_.fetch_sub(1) == 1) {
+      std::lock_guard lk(mu_);
       if (caller_waits_) done_.notify_one();
     }
   }
@@ -66,29 +75,38 @@ void spinning_pool::parallel_for(int64_t n, const std::function<void(int64_t, in
   fn_ = &fn;
   n_ = n;
   next_.store(0);
-  pending_.store(static_cast<int32_t>(workers_.size()));
+  completed_.store(0);
   bool wake;
   {
     std::lock_guard lk(mu_);
+    open_.store(true);
     generation_.fetch_add(1, std::memory_order_release);
     wake = sleepers_ > 0;
   }
   if (wake) wake_.notify_all();
   drain(0);
-  // Spin for the stragglers as workers spin for work; then (or at once, in blocking mode) sleep
-  // and leave this core to them: a woken worker may have no other core to run on.
+  // Items still running on workers: spin for them as workers spin for work; then (or at once,
+  // in blocking mode) sleep and leave this core to them. Then close the loop and wait for the
+  // workers inside it to leave (they have no item left: a moment).
+  wait_until([&] { return completed_.load(std::memory_order_acquire) == n; });
+  open_.store(false);
+  wait_until([&] { return active_.load() == 0; });
+  fn_ = nullptr;
+}
+
+template <class Done>
+void spinning_pool::wait_until(const Done& done) {
   const int32_t spin_us = spin_us_.load(std::memory_order_relaxed);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
-  for (uint32_t i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
+  for (uint32_t i = 1; !done(); ++i) {
     if (spin_us > 0) CV_PAUSE();
     if (spin_us <= 0 || (i % 256 == 0 && std::chrono::steady_clock::now() > deadline)) {
       std::unique_lock lk(mu_);
       caller_waits_ = true;
-      done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+      done_.wait(lk, done);
       caller_waits_ = false;
     }
   }
-  fn_ = nullptr;
 }
 
 } // namespace conveyor::model

@@ -1,6 +1,12 @@
 // A fork-join pool whose idle workers spin for a short while before blocking, for the ~150
 // short parallel loops of a decode step: waking a blocked thread costs 10-30 us on the 2-core
 // VM (measured), as much as a whole small projection. The CPU executor's only pool.
+//
+// A good neighbour on shared cores: items are handed out one at a time to whichever thread is
+// running, and a loop ends when its items are done, not when every worker has checked in. A
+// worker the OS has descheduled (another process on the core) therefore never holds a loop up
+// unless it is inside an item: the caller and the running workers take all the items, close the
+// loop, and wait only for the workers that entered it.
 #pragma once
 
 #include <atomic>
@@ -34,11 +40,15 @@ public:
 private:
   void work(int32_t thread);
   void drain(int32_t thread);
+  template <class Done>
+  void wait_until(const Done& done);
 
   std::vector<std::thread> workers_;
   std::atomic<int32_t> spin_us_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int32_t> pending_{0};  // workers not yet done with the current generation
+  std::atomic<bool> open_{false};       // the current loop takes workers (fn_ and n_ are valid)
+  std::atomic<int32_t> active_{0};      // workers inside the current loop
+  std::atomic<int64_t> completed_{0};   // items of the current loop done
   std::atomic<int64_t> next_{0};
   std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int32_t)>* fn_ = nullptr;
