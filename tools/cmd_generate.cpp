@@ -27,6 +27,7 @@ struct generate_opts {
   bool chat = false;
   int32_t max_tokens = 128;
   float temperature = 0.7f, top_p = 0.9f, min_p = 0.0f;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
   int32_t top_k = 0;
   int64_t seed = -1;
   bool ignore_eos = false;
@@ -48,6 +49,9 @@ int run_generate(const generate_opts& o) {
   sp.top_p = o.top_p;
   sp.top_k = o.top_k;
   sp.min_p = o.min_p;
+  sp.presence_penalty = o.presence_penalty;
+  sp.frequency_penalty = o.frequency_penalty;
+  sp.repetition_penalty = o.repetition_penalty;
   sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
   if (auto err = sp.validate(); !err.empty()) {
     std::cerr << "conveyor generate: " << err << "\n";
@@ -104,6 +108,7 @@ int run_generate(const generate_opts& o) {
   int32_t generated = 0;
   size_t done = 0;
   token_id next = 0;
+  std::vector<token_id> output;  // what the penalties see (the scheduler's make_logit_edits, as a job)
   while (generated < o.max_tokens) {
     seq.num_computed_tokens = static_cast<int32_t>(done);
     seq.tokens.clear();
@@ -115,12 +120,14 @@ int run_generate(const generate_opts& o) {
     }
     done += seq.tokens.size();
     seq.sample = done >= prompt.size();
+    if (seq.sample) make_logit_edits(sp, prompt, output, seq.logit_edits);
     step_plan plan;
     plan.seqs.push_back(seq);
     step_result r = ex.step(plan);
     if (!seq.sample) continue;
     if (generated == 0) prompt_ms = ms_since(t0);
     next = r.sampled.at(0).token;
+    output.push_back(next);
     ++generated;
     if (!o.ignore_eos && tok.is_eog(next)) break;
     std::cout << detok.push(next) << std::flush;
@@ -147,6 +154,12 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
   cmd->add_option("--min-p", o->min_p, "Drop tokens below min_p x the best probability (0 = off)")->capture_default_str();
+  cmd->add_option("--presence-penalty", o->presence_penalty, "Subtracted once from tokens already in the output, [-2, 2]")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->frequency_penalty, "Subtracted per occurrence in the output, [-2, 2]")
+      ->capture_default_str();
+  cmd->add_option("--repetition-penalty", o->repetition_penalty, "Divides (multiplies if negative) logits of tokens already seen (1 = off)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed to stderr)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep going past end-of-generation tokens");
   cmd->add_option("--chunk", o->chunk, "Prompt tokens per step (chunked prefill)")->capture_default_str();

@@ -101,6 +101,7 @@ BOOST_AUTO_TEST_CASE(generate_refuses_bad_model_files_with_exit_code_2) {
   std::filesystem::remove(moe);
 
   expect_error("generate --model " + tiny + " --prompt hi --temperature -1", "temperature");
+  expect_error("generate --model " + tiny + " --prompt hi --repetition-penalty 0", "repetition_penalty must be");
   for (const auto& p : {text, tiny, truncated, other_arch, odd_type}) std::filesystem::remove(p);
 }
 
