@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/chunk_kind.hpp"
+
 namespace conveyor::actors {
 namespace {
 
@@ -76,7 +78,8 @@ void trace_writer::begin_step(const step_plan& plan, const scheduler& sched, con
     body += "{\"job\":";
     append_json_string(body, job ? *job : "seq-" + std::to_string(s.id));
     body += ",\"n\":" + std::to_string(s.tokens.size());
-    body += is_decode(s, seq ? seq->num_prompt_tokens : INT32_MAX) ? ",\"kind\":\"decode\"" : ",\"kind\":\"prompt\"";
+    const chunk_kind kind = is_decode(s, seq ? seq->num_prompt_tokens : INT32_MAX) ? chunk_kind::decode : chunk_kind::prompt;
+    body += std::string(",\"kind\":\"") + chunk_kind_names.name(kind) + "\"";
     body += s.sample ? ",\"sample\":true}" : ",\"sample\":false}";
   }
   const scheduler_stats st = sched.stats();

@@ -6,7 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unordered_map>
+
+#include "engine/chunk_kind.hpp"
 
 namespace conveyor::trace {
 namespace {
@@ -61,8 +64,9 @@ step_record parse_step(const json& j, job_table& jobs) {
     r.job = jobs.intern(e.at("job").get<std::string>());
     r.num_tokens = e.at("n").get<int32_t>();
     const std::string kind = e.at("kind").get<std::string>();
-    if (kind != "prompt" && kind != "decode") throw std::invalid_argument("kind '" + kind + "' is not prompt or decode");
-    r.prompt = kind == "prompt";
+    const std::optional<chunk_kind> k = chunk_kind_names.parse(kind);
+    if (!k) throw std::invalid_argument("kind '" + kind + "' is not prompt or decode");
+    r.prompt = *k == chunk_kind::prompt;
     r.sample = e.at("sample").get<bool>();
     s.seqs.push_back(r);
   }
