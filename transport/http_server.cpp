@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <deque>
 #include <mutex>
+#include <vector>
 #include <optional>
 #include <unordered_map>
 
@@ -358,11 +359,17 @@ void http_server::stop(std::chrono::milliseconds grace) {
   // Answers being written get `grace` to finish; then every connection closes.
   const auto until = std::chrono::steady_clock::now() + grace;
   while (impl_->busy.load() > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The sessions are held, then closed and let go outside the lock: a session whose I/O thread
+  // dropped it meanwhile dies with our reference, and its destructor takes the lock (taking it
+  // while holding it deadlocked shutdown).
+  std::vector<std::shared_ptr<session>> live;
   {
     std::lock_guard lk(impl_->mu);
     for (auto& [p, w] : impl_->sessions)
-      if (auto s = w.lock()) s->close_now();
+      if (auto s = w.lock()) live.push_back(std::move(s));
   }
+  for (auto& s : live) s->close_now();
+  live.clear();
   const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (impl_->open.load() > 0 && std::chrono::steady_clock::now() < drain_until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   impl_->ioc.stop();

@@ -169,7 +169,9 @@ chat_template::chat_template(const std::string& source, special_tokens tokens) :
   }
 }
 
-chat_template chat_template::for_model(const tokenizer& tok) {
+chat_template chat_template::for_model(const tokenizer& tok) { return chat_template(tok.chat_template(), tokens_of(tok)); }
+
+chat_template::special_tokens chat_template::tokens_of(const tokenizer& tok) {
   special_tokens t;
   if (tok.bos() >= 0) t.bos = tok.piece(tok.bos(), /*special=*/true);
   if (tok.eos() >= 0) t.eos = tok.piece(tok.eos(), /*special=*/true);
@@ -177,7 +179,7 @@ chat_template chat_template::for_model(const tokenizer& tok) {
   const std::vector<token_id> around = tok.encode("", /*parse_special=*/false, /*add_special=*/true);
   t.add_bos = !around.empty() && around.front() == tok.bos();
   t.add_eos = !around.empty() && around.back() == tok.eos() && (around.size() > 1 || !t.add_bos);
-  return chat_template(tok.chat_template(), std::move(t));
+  return t;
 }
 
 chat_template::chat_template(chat_template&&) noexcept = default;

@@ -46,6 +46,8 @@ public:
   /// Compiles `source`; an empty source means ChatML (llama.cpp's default template).
   /// Throws chat_template_error ("chat template does not parse: ...") for a malformed template.
   chat_template(const std::string& source, special_tokens tokens);
+  /// The model's BOS/EOS texts and whether its tokenizer adds them.
+  static special_tokens tokens_of(const tokenizer& tok);
   /// The model's template with its BOS/EOS texts and add-BOS/EOS flags. Throws as above.
   static chat_template for_model(const tokenizer& tok);
   chat_template(chat_template&&) noexcept;

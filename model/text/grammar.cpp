@@ -76,7 +76,7 @@ std::shared_ptr<token_constraint> grammar_compiler::constrain(grammar_kind kind,
         // endless blank space inside the object.
         case grammar_kind::json_schema: return p_->compiler->CompileJSONSchema(spec, /*any_whitespace=*/false);
         case grammar_kind::regex: return p_->compiler->CompileRegex(spec);
-        case grammar_kind::ebnf: return p_->compiler->CompileGrammar(spec, "root");
+        case grammar_kind::ebnf: return p_->compiler->CompileGrammar(gbnf_to_xgrammar(spec), "root");
       }
       throw grammar_error("unknown grammar kind");
     }();

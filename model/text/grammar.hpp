@@ -24,8 +24,12 @@ enum class grammar_kind {
   json_object,  ///< any JSON object (`spec` unused)
   json_schema,  ///< `spec`: a JSON schema's text
   regex,        ///< `spec`: a regular expression (the whole output matches it)
-  ebnf,         ///< `spec`: an EBNF (GBNF-style) grammar whose start rule is `root`
+  ebnf,         ///< `spec`: an EBNF (GBNF) grammar whose start rule is `root` (gbnf_to_xgrammar first)
 };
+
+/// A GBNF grammar (llama.cpp's notation, empty alternatives allowed) in XGrammar's EBNF, which
+/// spells the empty alternative `""`. Everything else is copied as it is (model/text/gbnf.cpp).
+std::string gbnf_to_xgrammar(const std::string& gbnf);
 
 class grammar_compiler {
 public:
