@@ -12,6 +12,14 @@ sizing_verdict check_sizing(const serve_options& o, const runtime_options& ro, c
     v.error = err;
     return v;
   }
+  // The executor holds positions up to its own limit (the model's context, or less): a longer
+  // max_model_len would admit jobs that fail the executor mid-run.
+  if (o.max_model_len > 0 && info.max_model_len > 0 && o.max_model_len > info.max_model_len) {
+    v.error = "max_model_len " + std::to_string(o.max_model_len) + " is more than this model's context of " +
+              std::to_string(info.max_model_len) + " tokens; HINT: set --max-model-len " + std::to_string(info.max_model_len) +
+              " or less (0: the model's context)";
+    return v;
+  }
   constexpr int32_t min_useful = 64;
   const int32_t derived = ro.sched.max_model_len, pool = info.num_kv_blocks * info.block_size;
   const bool weights = runs_weights(parse_device(o.device).value_or(device_kind::cpu));

@@ -22,6 +22,7 @@ BOOST_AUTO_TEST_CASE(a_pool_against_the_model_context) {
       {"derived below the context on null: no model, no warning", "null", 256, 0, false, 0},
       {"too small to serve", "cpu", 8, 0, true, 0},
       {"given more than a quarter of the pool", "cpu", 256, 2048, false, 1},
+      {"given more than the model's context", "cpu", 4096, 8192, true, 0},
   };
   for (const auto& r : rows) {
     serve::serve_options o;
