@@ -16,6 +16,12 @@ bin=$root/bin
 jobs=${JOBS:-2}
 nice_level=${NICE:-10}
 targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize llama-tokenize)
+# No AMX: -march=native turns on ggml's AMX kernels wherever CPUID lists AMX, but many VMs list it
+# without enabling its register state, and those kernels then die of SIGILL (seen on a Xeon VM
+# here: llama-server crashed in tinygemm_kernel_amx). conveyor's kernels use no AMX either, so the
+# comparison stays AVX-512 against AVX-512. Bump `recipe` when flags change (forces a rebuild).
+cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+recipe="r2 $cflags"
 
 say() { echo "[build_llama_cpp] $*" >&2; }
 die() { echo "[build_llama_cpp] error: $*" >&2; exit 1; }
@@ -25,6 +31,7 @@ all_built() {
   local t
   [[ -f $bin/BUILT ]] || return 1
   [[ $(cat "$bin/REQUESTED" 2>/dev/null) == "${targets[*]}" ]] || return 1  # a target was added
+  [[ $(cat "$bin/RECIPE" 2>/dev/null) == "$recipe" ]] || return 1             # the flags changed
   for t in $(cat "$bin/BUILT"); do [[ -x $bin/$t ]] || return 1; done
 }
 
@@ -49,7 +56,7 @@ nice -n "$nice_level" cmake -S "$src" -B "$build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-  -DBUILD_SHARED_LIBS=OFF >&2
+  -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_FLAGS="$cflags" -DCMAKE_CXX_FLAGS="$cflags" >&2
 
 start=$(date +%s)
 # Targets missing from this llama.cpp version (llama-cli/llama-simple move around) are skipped.
@@ -69,6 +76,7 @@ for t in "${present[@]}"; do
 done
 echo "${present[*]}" > "$bin/BUILT"
 echo "${targets[*]}" > "$bin/REQUESTED"
+echo "$recipe" > "$bin/RECIPE"
 all_built || die "build finished but binaries are missing from $bin"
 say "built in $(( $(date +%s) - start )) s; binaries in $bin"
 echo "$bin"
