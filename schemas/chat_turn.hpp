@@ -28,6 +28,8 @@ struct tool_chat_request {
   bool parallel_tool_calls = true;
   /// The server splits thinking (<think>...</think>) into reasoning (--reasoning-parser).
   bool reasoning = false;
+  /// The prompt ends with the assistant's turn opener (false: the history as it stands).
+  bool add_generation_prompt = true;
   /// chat_template_kwargs, as the request gave them.
   std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> kwargs;
 };

@@ -153,7 +153,7 @@ configure_static "$work" "$work/build" "-fmacro-prefix-map=$src/=" -DLLAMA_COMMO
   -DCONVEYOR_SHIM="$here/llama_chat_shim.cpp"
 
 # ---- build + install -------------------------------------------------------------------------
-say "building (about 5-8 minutes on 2 cores, -j$jobs under nice $nice_level; less with a warm ccache) ..."
+say "building (about 3 minutes on 2 cores, -j$jobs under nice $nice_level; less with a warm ccache) ..."
 start=$(date +%s)
 nice -n "$nice_level" cmake --build "$work/build" -j "$jobs" >>"$log" 2>&1 \
   || fail_build "compiling llama.cpp's jinja engine failed"

@@ -21,7 +21,8 @@ Writes tests/data/chat_template_goldens.json:
   templates[]      name, file (under models/templates/, or null: source inline), sha256, source
                    (only for the inline one)
   cases[]          template, messages, add_generation_prompt, and prompt or error (llama.cpp's
-                   message)
+                   message); or (tool calling) template, tool_set, body (messages, tools,
+                   tool_choice, parallel_tool_calls as posted), and prompt or error
 
 Run (needs scripts/fetch_llama_src.sh and scripts/build_llama_cpp.sh, which this calls):
   .venv/bin/python scripts/make_template_goldens.py
@@ -71,6 +72,25 @@ MESSAGE_SETS = {
     ],
 }
 
+# Tool calling (model/text/tool_chat.cpp): the same templates rendering tools and a call history,
+# as llama-server's /apply-template renders them (its oaicompat chat parsing: tools, tool_choice,
+# parallel_tool_calls). Not for SmolLM2's template (no tools: conveyor's generic format differs on
+# purpose).
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TOOL_SETS = {
+    "tools_auto": {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER_TOOL]},
+    "tools_required": {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER_TOOL],
+                       "tool_choice": "required", "parallel_tool_calls": False},
+    "tool_history": {"messages": [
+        {"role": "system", "content": "Use tools when they help."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call00001", "content": "18 C and sunny"}], "tools": [WEATHER_TOOL]},
+}
+
 
 def sh(*cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
@@ -107,7 +127,7 @@ def post(url, body):
         return e.code, json.loads(e.read() or b"{}")
 
 
-def render_all(server, model, template_file, env):
+def render_all(server, model, template_file, env, tools=True):
     port = free_port()
     cmd = [server, "-m", model, "--jinja", "--chat-template-file", template_file, "--host", "127.0.0.1",
            "--port", str(port), "-c", "512", "-np", "1", "-t", "1", "--no-webui"]
@@ -139,6 +159,14 @@ def render_all(server, model, template_file, env):
                 else:
                     case["error"] = body.get("error", {}).get("message", json.dumps(body))
                 out.append(case)
+        for name, body in (TOOL_SETS.items() if tools else []):
+            status, got = post(f"http://127.0.0.1:{port}/apply-template", body)
+            case = {"tool_set": name, "body": body}
+            if status == 200:
+                case["prompt"] = got["prompt"]
+            else:
+                case["error"] = got.get("error", {}).get("message", json.dumps(got))
+            out.append(case)
         return out
     finally:
         proc.terminate()
@@ -184,7 +212,7 @@ def main():
                     t["source"] = data.decode("utf-8")
                 templates.append(t)
                 print(f"rendering {name}", file=sys.stderr)
-                for c in render_all(server, args.model, path, env):
+                for c in render_all(server, args.model, path, env, tools=from_src):
                     cases.append({"template": name, **c})
             if time.strftime("%Y%m%d", time.gmtime(now)) == time.strftime("%Y%m%d", time.gmtime()):
                 break
@@ -208,6 +236,7 @@ def main():
         json.dump(doc, f, ensure_ascii=False, indent=1)
         f.write("\n")
     n_err = sum("error" in c for c in cases)
+    print(f"{sum('tool_set' in c for c in cases)} of them tool cases", file=sys.stderr)
     print(f"wrote {args.out}: {len(cases)} cases ({n_err} refused by their template)", file=sys.stderr)
 
 

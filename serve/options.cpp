@@ -6,6 +6,9 @@
 #include <cmath>
 #include <thread>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <toml++/toml.h>
 
 #include "engine/sim/cost_model.hpp"
@@ -75,6 +78,9 @@ void serve_options::add_flags(CLI::App& cmd) {
                  "The model's name in HTTP requests and /v1/models (default: the model file's name)");
   cmd.add_option("--reasoning-parser,--reasoning_parser", reasoning_parser,
                  "HTTP chat answers: the model's <think>...</think> as reasoning_content (qwen3 | deepseek_r1; default: none)");
+  cmd.add_option("--chat-template,--chat_template", chat_template,
+                 "A Jinja chat template file to render chat requests with instead of the model's own (as llama-server's "
+                 "--chat-template-file and vLLM's --chat-template)");
   cmd.add_option("--trace", trace, "Record every step to this file (JSON Lines; draw it with `conveyor trace`)");
   cmd.add_flag("--journal,!--no-journal", journal, "Journal every accepted job and event (SQLite) so a crash loses none; --no-journal: off")
       ->capture_default_str();
@@ -176,6 +182,8 @@ std::string serve_options::validate() const {
   if (http_port < -1 || http_port > 65535) return "http_port must be -1 (off), 0 (any free port) or a TCP port 1..65535";
   if (!transport::parse_reasoning_parser(reasoning_parser))
     return "reasoning_parser must be qwen3 or deepseek_r1 (or left out), not '" + reasoning_parser + "'";
+  if (!chat_template.empty() && !std::ifstream(chat_template).good())
+    return "chat_template: cannot read '" + chat_template + "'; HINT: give a readable Jinja file, or leave it out for the model's own";
   if (http_threads < 1 || http_threads > 64) return "http_threads must be in 1..64, not " + std::to_string(http_threads);
   if (!std::isfinite(http_request_timeout_s) || http_request_timeout_s < 1 || http_request_timeout_s > 86400)
     return "http_request_timeout must be a number of seconds in [1, 86400]";
@@ -287,6 +295,12 @@ runtime_options serve_options::runtime(const executor_info& info, const std::str
   r.http.request_timeout_s = http_request_timeout_s;
   r.http.max_body_bytes = static_cast<size_t>(http_max_body);
   r.http.reasoning = *transport::parse_reasoning_parser(reasoning_parser);
+  if (!chat_template.empty()) {
+    std::ifstream in(chat_template, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    r.chat_template = text.str();
+  }
   r.trace_path = trace;
   r.pub.retention_s = retention_s;
   r.poison_after = poison_after;

@@ -54,6 +54,7 @@ struct serve_options {
   bool allow_unauthenticated_http = false; ///< let a non-loopback HTTP bind run without keys while CURVE is on
   std::string served_model_name;           ///< the model's name in HTTP (/v1/models); empty: the file's name
   std::string reasoning_parser;            ///< chat answers' thinking as reasoning_content: qwen3, deepseek_r1 or "" (none)
+  std::string chat_template;               ///< a Jinja chat template file used instead of the model's; empty: the model's
   std::string trace;  ///< iteration trace file (JSON Lines, `conveyor trace` draws it); empty: off
   std::string curve_secret_key;  ///< the server's NAME.key from `conveyor keygen`; empty: CURVE off
   std::string authorized_keys;   ///< client public keys allowed to connect, one per line

@@ -98,10 +98,12 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
     grammars_.reset();  // structured outputs are refused ("not available on this server"); the rest serves
   }
   try {
-    chat_ = std::make_unique<model::chat_template>(model::chat_template::for_model(tok));
+    chat_ = std::make_unique<model::chat_template>(o.chat_template ? model::chat_template(*o.chat_template, model::chat_template::tokens_of(tok))
+                                                                   : model::chat_template::for_model(tok));
   } catch (const model::chat_template_error& e) {
     chat_error_ = e.what();  // jobs with `messages` are refused; prompts and token ids serve
   }
+  tools_ = load_tool_support(tok, o.chat_template.value_or(tok.chat_template()), grammars_.get());
   actors::front_context ctx{&tok,           *scheduler_,    *publisher_, &metrics_,  o.model_name, &draining_, &live_requests_,
                             o.journal != nullptr, grammars_.get(), chat_.get()};
   ctx.typed_events = pc_typed_sinks;
@@ -140,6 +142,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
       if (t < 0 || t >= tok.vocab_size()) return std::nullopt;
     return tok.decode(ids, /*special=*/true);
   };
+  ic.plan_chat = make_plan_chat(tok, tools_, grammars_.get());
   ic.max_model_len = o.sched.max_model_len;
   for (const auto& in : eps_->intakes) in->start(ic);
 }

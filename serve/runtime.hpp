@@ -19,6 +19,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "engine/config.hpp"
 #include "engine/executor.hpp"
+#include "serve/tool_plans.hpp"
 #include "transport/curve.hpp"
 #include "transport/http_intake.hpp"
 #include "transport/metrics_http.hpp"
@@ -37,6 +38,8 @@ struct runtime_options {
   std::string pub_ep = "tcp://127.0.0.1:5556";
   std::string pull_ep = "tcp://127.0.0.1:5557";
   std::string model_name;
+  /// A chat template (Jinja source) used instead of the model's (--chat-template); nullopt: the model's.
+  std::optional<std::string> chat_template;
   /// CAF worker threads (the executor and publisher have their own).
   int worker_threads = 2;
   /// Prometheus /metrics over HTTP: -1 off, 0 any free port, > 0 that port (bind failure
@@ -123,6 +126,10 @@ public:
   /// Why the model's chat template did not compile ("" when it did): jobs with `messages` are
   /// then refused, the rest serves.
   const std::string& chat_template_error() const { return chat_error_; }
+  /// Tool calling's start-up problems ("" when none): the template does not compile for tools,
+  /// or its tool-call grammar is not enforceable.
+  const std::string& tool_chat_error() const { return tools_.error; }
+  const std::string& tool_chat_warning() const { return tools_.warning; }
 
   /// Stops accepting jobs (they get shutting_down), lets live ones run for `timeout_s`, cancels
   /// the rest (each gets its done event), flushes their events and stops every thread.
@@ -143,6 +150,7 @@ private:
   std::unique_ptr<model::grammar_compiler> grammars_;  // structured outputs; outlives the actors
   std::unique_ptr<model::chat_template> chat_;  // null: chat_error_ says why; outlives the actors
   std::string chat_error_;
+  tool_support tools_;  // HTTP tool calling; outlives the intakes
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   actors::runtime_control control_;

@@ -75,6 +75,9 @@ void log_start(const serve::server& s, const serve::serve_options& o) {
   }
   if (!rt.chat_template_error().empty())
     spdlog::error("conveyor serve: {}; jobs with `messages` will be refused (send `prompt` instead)", rt.chat_template_error());
+  if (!rt.tool_chat_error().empty())
+    spdlog::error("conveyor serve: {}; chat requests with tools will be refused", rt.tool_chat_error());
+  if (!rt.tool_chat_warning().empty()) spdlog::warn("conveyor serve: {}", rt.tool_chat_warning());
   if (rt.metrics_port() >= 0) spdlog::info("conveyor serve: metrics at {}", rt.metrics_url());
   if (!rt.http_endpoint().empty())
     spdlog::info("conveyor serve: OpenAI-compatible HTTP at {}/v1 (model name '{}')", rt.http_endpoint(), ro.model_name);

@@ -92,6 +92,7 @@ public:
              g_.r_->endpoint == openai_endpoint::chat_completions ? g_.in_.cfg_.reasoning : reasoning_parser::none},
         thinking_(ctx_.reasoning) {
     job_.id = id_;
+    if (g_.r_->new_turn_parser) turn_ = g_.r_->new_turn_parser();
     if (g_.r_->n > 1) {
       if (job_.seed) job_.seed = *job_.seed + static_cast<uint64_t>(index);
       job_.stream = true;  // the first token event starts the other choices
@@ -206,7 +207,7 @@ private:
     if (index_ == 0 && (t || d)) g_.leader_started();
     if (!g_.r_->stream) {
       if (t) tokens_.push_back(*t);
-      if (d) g_.choice_done(index_, {std::move(tokens_), *d});
+      if (d) g_.choice_done(index_, {std::move(tokens_), *d, whole_turn(d->text)});
       return;
     }
     if (t) {
@@ -218,17 +219,23 @@ private:
         all.text = d->text;
         write_tokens(all);
       }
+      if (turn_) {  // what the tool-call parser held back, then the calls' finish
+        g_.write(render_chunk_turn(ctx_, schemas::tokens_event{}, turn_->finish()));
+        g_.write(render_chunk_finish(ctx_, *d, !turn_->turn().tool_calls.empty()));
+        return g_.choice_done(index_, {{}, *d, turn_->turn()});
+      }
       if (ctx_.reasoning != reasoning_parser::none) {  // what the split held back (a partial tag)
         const reasoning_split rest = thinking_.finish();
         if (!rest.reasoning.empty() || !rest.content.empty()) g_.write(render_chunk_tokens(ctx_, schemas::tokens_event{}, &rest));
       }
       g_.write(render_chunk_finish(ctx_, *d));
-      g_.choice_done(index_, {{}, *d});
+      g_.choice_done(index_, {{}, *d, std::nullopt});
     }
   }
 
   std::shared_ptr<choice_group> group_;  // (the group lets go of its members when it ends)
   void write_tokens(const schemas::tokens_event& t) {
+    if (turn_) return g_.write(render_chunk_turn(ctx_, t, turn_->feed(t.text)));
     if (ctx_.reasoning == reasoning_parser::none) return g_.write(render_chunk_tokens(ctx_, t));
     const reasoning_split part = thinking_.feed(t.text);
     g_.write(render_chunk_tokens(ctx_, t, &part));
@@ -241,6 +248,15 @@ private:
   schemas::submit_request job_;
   openai_context ctx_;
   reasoning_stream thinking_;  // chat with a reasoning parser: this choice's text so far, split
+  std::unique_ptr<schemas::turn_parser> turn_;  // a tool chat: this choice's answer, parsed as it comes
+
+  // A whole (not streamed) tool chat answer, parsed; nullopt for other requests.
+  std::optional<schemas::chat_turn> whole_turn(const std::string& text) {
+    if (!turn_) return std::nullopt;
+    (void)turn_->feed(text);
+    (void)turn_->finish();
+    return turn_->turn();
+  }
   std::shared_ptr<job_watch> w_;
   uint64_t tag_ = 0, from_ = 0;
   phase phase_ = phase::submitting;

@@ -1,5 +1,6 @@
 #include "transport/http_intake.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -45,6 +46,7 @@ void http_intake::start(const intake_context& ctx) {
   unhealthy_ = ctx.unhealthy;
   tokenize_ = ctx.tokenize;
   detokenize_ = ctx.detokenize;
+  plan_chat_ = ctx.plan_chat;
   max_model_len_ = ctx.max_model_len;
   started_ = true;
   // Before a body is read: API keys on /v1 (401, OpenAI's shape).
@@ -144,6 +146,22 @@ void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, o
     id = buf;
   }
   r->job.id = id;
+  if (r->tools) {
+    if (!plan_chat_) return send_error(*x, {503, "this server cannot render tools", "server_error", "tools", "internal"});
+    auto plan = plan_chat_(*r->tools);
+    if (auto* why = std::get_if<std::string>(&plan)) {  // the message starts with the field it is about
+      const std::string field = why->substr(0, why->find(':'));
+      const bool named = field == "tools" || field == "tool_choice" || field.rfind("messages", 0) == 0;
+      return send_error(*x, {400, *why, "invalid_request_error", named ? field : "messages", "bad_request"});
+    }
+    chat_plan& p = std::get<chat_plan>(plan);
+    r->job.input = std::move(p.prompt);
+    r->job.chat_template_kwargs.clear();  // (given to the template already)
+    if (p.format) r->job.format = std::move(p.format);
+    for (auto& s : p.stops)
+      if (std::find(r->job.stop.begin(), r->job.stop.end(), s) == r->job.stop.end()) r->job.stop.push_back(std::move(s));
+    r->new_turn_parser = std::move(p.parser);
+  }
   r->job.stream = r->stream || r->logprobs;  // without logprobs a whole answer needs only the done event
   if (r->n > 1 && id.size() + 3 > 128)
     return send_error(*x, {400, "with n > 1 the request id names each choice's job as <id>/<i>: it must be at most 125 characters",

@@ -81,6 +81,7 @@ private:
   std::function<std::optional<std::string>()> unhealthy_;
   decltype(intake_context::tokenize) tokenize_;
   decltype(intake_context::detokenize) detokenize_;
+  decltype(intake_context::plan_chat) plan_chat_;
   int32_t max_model_len_ = 0;
   std::unique_ptr<http_server> server_;
   std::string endpoint_;

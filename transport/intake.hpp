@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "schemas/chat_turn.hpp"
 #include "schemas/protocol.hpp"
 #include "transport/event_sink.hpp"
 #include "schemas/replay.hpp"
@@ -56,6 +58,16 @@ public:
   virtual void deliver(reply_to to, schemas::decode_result request, std::optional<resume_point> resume = std::nullopt) = 0;
 };
 
+/// A tool chat made ready to run (intake_context::plan_chat): its prompt's tokens, the format its
+/// output must follow (`required` and named tool choices), the stop strings its format adds, and
+/// a parser for one choice's answer.
+struct chat_plan {
+  std::vector<token_id> prompt;
+  std::optional<schemas::response_format> format;
+  std::vector<std::string> stops;
+  std::function<std::unique_ptr<schemas::turn_parser>()> parser;
+};
+
 /// What the runtime hands every intake when it starts; each takes what it needs.
 struct intake_context {
   request_sink* sink = nullptr;
@@ -72,6 +84,9 @@ struct intake_context {
   /// The text of token ids, special tokens shown; std::nullopt when an id is outside the
   /// vocabulary (HTTP /detokenize).
   std::function<std::optional<std::string>(const std::vector<token_id>&)> detokenize;
+  /// A tool chat rendered with the model's template (HTTP tools), or why it cannot be (a message
+  /// naming the field). Thread-safe; takes milliseconds (runs on the caller's thread).
+  std::function<std::variant<chat_plan, std::string>(const schemas::tool_chat_request&)> plan_chat;
   /// The server's longest sequence, prompt and output (/v1/models, /tokenize).
   int32_t max_model_len = 0;
 };

@@ -2,6 +2,8 @@
 // thrown inside as `bad` and returned as an openai_error naming the field.
 #include "transport/openai_request.hpp"
 
+#include "transport/openai_tools.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -115,12 +117,6 @@ std::vector<std::pair<token_id, float>> read_logit_bias(const json& body) {
 }
 
 void refuse_unsupported(const json& body) {
-  for (const char* k : {"tools", "functions"})
-    if (const json* v = field(body, k); v && !(v->is_array() && v->empty()))
-      refuse(k, std::string(k) + " (tool calls) is not supported by conveyor; use response_format with a json_schema instead");
-  for (const char* k : {"tool_choice", "function_call"})
-    if (const json* v = field(body, k); v && !(v->is_string() && v->get<std::string>() == "none"))
-      refuse(k, std::string(k) + " (tool calls) is not supported by conveyor");
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();
   if (read_int(body, "best_of", 1, i32, 1) != 1) refuse("best_of", "best_of must be 1");
   if (read_bool(body, "echo", false)) refuse("echo", "echo is not supported by conveyor; leave it out or set false");
@@ -285,8 +281,11 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   refuse_unsupported(body);
   r.n = static_cast<int32_t>(read_int(body, "n", 1, max_choices, 1));
   schemas::submit_request& j = r.job;
-  j.input = chat ? read_messages(body, limits) : read_prompt(body, limits);
+  if (chat) r.tools = read_tool_chat(body, limits.max_messages, max_tools);
+  // A tool chat's prompt is rendered by the server's tool_chat (http_intake): no messages here.
+  j.input = r.tools ? schemas::prompt_input{std::vector<schemas::chat_message>{}} : chat ? read_messages(body, limits) : read_prompt(body, limits);
   if (chat) read_template_kwargs(body, j);
+  if (r.tools) r.tools->kwargs = j.chat_template_kwargs;
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();
   // OpenAI's defaults: 16 tokens for completions; chat runs to EOS (here: max_model_len).
   j.max_tokens = static_cast<int32_t>(read_int(body, "max_tokens", 1, i32, chat ? i32 : 16));
@@ -347,6 +346,8 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   }
   if (const json* u = field(body, "user")) (void)read_string(*u, "user");
   j.format = read_response_format(body);
+  if (j.format && r.tools && r.tools->tool_choice != schemas::tool_chat_request::choice::none)
+    refuse("response_format", "response_format cannot be combined with tools (the calls have their own format); leave one out or set tool_choice to none");
   return r;
 }
 
@@ -369,7 +370,15 @@ std::variant<openai_request, openai_error> parse_openai_request(std::string_view
         throw bad{"", "the body nests deeper than " + std::to_string(max_json_depth) + " levels (a schema that deep is not supported)"};
       return true;
     });
-    return read(doc, endpoint, served_model, limits);
+    openai_request r = read(doc, endpoint, served_model, limits);
+    if (r.tools) {  // the template sees tools and messages with their keys in the order sent (json sorts them)
+      const auto ordered = nlohmann::ordered_json::parse(body);
+      r.tools->messages = ordered.at("messages").dump();
+      if (!r.tools->tools.empty()) r.tools->tools = ordered.at("tools").dump();
+    }
+    return r;
+  } catch (const openai_field_error& f) {
+    return openai_error{400, f.what(), "invalid_request_error", f.param, "bad_request"};
   } catch (const bad& b) {
     openai_error e;
     e.status = b.status;

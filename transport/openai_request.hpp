@@ -6,10 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
+#include "schemas/chat_turn.hpp"
 #include "schemas/requests.hpp"
 
 namespace conveyor::transport {
@@ -43,7 +47,15 @@ struct openai_request {
   bool return_token_strs = false;
   /// Choices (jobs) to answer with, in [1, max_choices].
   int32_t n = 1;
+  /// Chat with tools, or with tool calls in its history: the server renders it (job.input is
+  /// left empty) and parses the answer into tool calls.
+  std::optional<schemas::tool_chat_request> tools;
+  /// Set by the intake for a tool chat: a parser for one choice's answer.
+  std::function<std::unique_ptr<schemas::turn_parser>()> new_turn_parser;
 };
+
+/// The most tools one request may offer (OpenAI's limit).
+inline constexpr size_t max_tools = 128;
 
 /// The most choices one request may ask for (`n`).
 inline constexpr int32_t max_choices = 16;

@@ -79,17 +79,35 @@ json chunk_head(const openai_context& c) {
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// A tool chat's answer ends with finish_reason "tool_calls" when it called tools (and was not cut off).
+std::string finish_text(const schemas::done_event& done, bool called) {
+  return called && done.reason == finish_reason::stop ? "tool_calls" : to_string(done.reason);
+}
+
+// The message of a tool chat: content (null when it only called tools), reasoning, calls.
+json turn_message(const schemas::chat_turn& t) {
+  json m = {{"role", "assistant"}, {"content", t.content.empty() && !t.tool_calls.empty() ? json(nullptr) : json(t.content)}};
+  if (!t.reasoning.empty()) m["reasoning_content"] = t.reasoning;
+  if (t.tool_calls.empty()) return m;
+  m["tool_calls"] = json::array();
+  for (const auto& c : t.tool_calls)
+    m["tool_calls"].push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return m;
+}
+
 } // namespace
 
 std::string render_completion(const openai_context& c, const std::vector<choice_events>& choices) {
   json all = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    const auto& [tokens, done] = choices[i];
-    json choice = {{"index", i}, {"finish_reason", to_string(done.reason)}};
+    const auto& [tokens, done, turn] = choices[i];
+    json choice = {{"index", i}, {"finish_reason", finish_text(done, turn && !turn->tool_calls.empty())}};
     json logprobs = nullptr;
     if (is_chat(c)) {
       choice["message"] = {{"role", "assistant"}, {"content", done.text}};
-      if (c.reasoning != reasoning_parser::none) {
+      if (turn) {
+        choice["message"] = turn_message(*turn);
+      } else if (c.reasoning != reasoning_parser::none) {
         const reasoning_split s = split_reasoning(c.reasoning, done.text);
         choice["message"]["reasoning_content"] = s.reasoning.empty() ? json(nullptr) : json(s.reasoning);
         choice["message"]["content"] = s.content.empty() && !s.reasoning.empty() ? json(nullptr) : json(s.content);
@@ -153,8 +171,35 @@ std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_e
   return sse(j);
 }
 
-std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done) {
-  json choice = {{"index", c.index}, {"finish_reason", to_string(done.reason)}, {"logprobs", nullptr}};
+std::string render_chunk_turn(const openai_context& c, const schemas::tokens_event& ev, const std::vector<schemas::chat_turn_delta>& deltas) {
+  json delta = json::object();
+  std::string content, reasoning;
+  for (const auto& d : deltas) {
+    content += d.content;
+    reasoning += d.reasoning;
+    if (d.tool_index < 0) continue;
+    json call = {{"index", d.tool_index}, {"function", {{"arguments", d.call.arguments}}}};
+    if (!d.call.id.empty()) call["id"] = d.call.id;
+    if (!d.call.id.empty() || !d.call.name.empty()) call["type"] = "function";
+    if (!d.call.name.empty()) call["function"]["name"] = d.call.name;
+    delta["tool_calls"].push_back(std::move(call));
+  }
+  if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+  if (!content.empty()) delta["content"] = content;
+  if (delta.empty() && !c.req->logprobs) return {};
+  json choice = {{"index", c.index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", delta}};
+  if (c.req->logprobs) {
+    json lp = json::array();
+    chat_logprobs(c, ev, lp);
+    choice["logprobs"] = {{"content", lp}};
+  }
+  json j = chunk_head(c);
+  j["choices"] = json::array({choice});
+  return sse(j);
+}
+
+std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done, bool called_tools) {
+  json choice = {{"index", c.index}, {"finish_reason", finish_text(done, called_tools)}, {"logprobs", nullptr}};
   if (is_chat(c)) choice["delta"] = json::object();
   else choice["text"] = "";
   json j = chunk_head(c);

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "schemas/chat_turn.hpp"
 #include "schemas/events.hpp"
 #include "transport/openai_request.hpp"
 #include "transport/reasoning.hpp"
@@ -27,10 +29,12 @@ struct openai_context {
   reasoning_parser reasoning = reasoning_parser::none;
 };
 
-/// One choice's job: its tokens events and its done event, in seq order.
+/// One choice's job: its tokens events and its done event, in seq order; a tool chat's answer
+/// parsed (message.content, reasoning_content and tool_calls are written from it).
 struct choice_events {
   std::vector<schemas::tokens_event> tokens;
   schemas::done_event done;
+  std::optional<schemas::chat_turn> turn;
 };
 
 /// The non-streamed answer: every choice in index order. The usage counts the prompt once and
@@ -43,8 +47,12 @@ std::string render_chunk_start(const openai_context& c);
 /// a reasoning parser: the exchange's reasoning_stream fed the event's text), the delta carries
 /// its reasoning_content and content instead of the text.
 std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_event& tokens, const reasoning_split* split = nullptr);
-/// The done event's chunk (finish_reason) of choice c.index.
-std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done);
+/// A tool chat's delta for one tokens event: what its turn_parser made of the event's text
+/// (content, reasoning_content, tool_calls parts); empty string when it carries nothing to show.
+std::string render_chunk_turn(const openai_context& c, const schemas::tokens_event& tokens,
+                              const std::vector<schemas::chat_turn_delta>& deltas);
+/// The done event's chunk (finish_reason; "tool_calls" when the answer called tools) of choice c.index.
+std::string render_chunk_finish(const openai_context& c, const schemas::done_event& done, bool called_tools = false);
 /// The stream's end, once every choice has finished: when stream_options.include_usage the usage
 /// chunk (as render_completion counts it), then "data: [DONE]".
 std::string render_stream_end(const openai_context& c, const std::vector<schemas::done_event>& done);

@@ -12,6 +12,9 @@
 #include "model/text/tool_chat.hpp"
 
 #include <chrono>
+#include <cstdint>
+#include <regex>
+#include <utility>
 
 #include "chat.h"
 #include "json-schema-to-grammar.h"
@@ -29,9 +32,8 @@ std::string json_text(const std::variant<bool, int64_t, double, std::string>& v)
 
 // The tool-call grammar without the generation prompt it starts with (see above); "" when its
 // root does not start with it (then the output is parsed, not constrained).
-std::string output_grammar(const std::string& gbnf, const std::string& generation_prompt) {
-  if (generation_prompt.empty()) return gbnf;
-  const std::string head = "root ::= " + gbnf_format_literal(generation_prompt) + " ";
+std::string output_grammar(const std::string& gbnf, const std::string& generation_prompt, bool single_call, bool mistral) {
+  const std::string head = "root ::= " + (generation_prompt.empty() ? std::string() : gbnf_format_literal(generation_prompt) + " ");
   size_t line = 0;
   if (!gbnf.starts_with("root ::= ")) {
     line = gbnf.find("\nroot ::= ");
@@ -39,7 +41,21 @@ std::string output_grammar(const std::string& gbnf, const std::string& generatio
     ++line;
   }
   if (gbnf.compare(line, head.size(), head) != 0) return "";
-  return gbnf.substr(0, line) + "root ::= " + gbnf.substr(line + head.size());
+  std::string out = gbnf.substr(0, line) + "root ::= " + gbnf.substr(line + head.size());
+  // llama.cpp lets any text come before a required call (`until-N?`, up to the call's opening
+  // tag): a sampled model may then ramble until max_tokens and never call. The call comes first.
+  const size_t eol = out.find('\n', line);
+  const std::string root = out.substr(line, eol == std::string::npos ? std::string::npos : eol - line);
+  const std::regex preamble(R"( until-\d+\?)");
+  out.replace(line, root.size(), std::regex_replace(root, preamble, ""));
+  // Formats that wrap each call in its own tags (Hermes' <tool_call>) repeat them whatever
+  // parallel_tool_calls says: one call when the request asked for one.
+  // Mistral's call ids are 9 letters and digits (its template refuses others in the history);
+  // llama.cpp's grammar lets a sampled model write any string there, without end.
+  const std::string any_id = R"(("\"" ( [^"\\] | "\\" ( ["\\/ bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\"" | json-number))";
+  for (size_t at; mistral && (at = out.find(any_id)) != std::string::npos;) out.replace(at, any_id.size(), R"("\"" [a-zA-Z0-9]{9} "\"")");
+  if (single_call) out = std::regex_replace(out, std::regex(R"((^|\n)tool-calls ::= \((.*)\)\+(\n|$))"), "$1tool-calls ::= $2$3");
+  return out;
 }
 
 schemas::tool_call to_call(const common_chat_tool_call& c) { return {c.id, c.name, c.arguments}; }
@@ -47,7 +63,8 @@ schemas::tool_call to_call(const common_chat_tool_call& c) { return {c.id, c.nam
 // Parses the text so far after each piece, as llama-server does; the deltas are what changed.
 class native_parser final : public schemas::turn_parser {
 public:
-  explicit native_parser(std::shared_ptr<const common_chat_parser_params> params) : params_(std::move(params)) {}
+  native_parser(std::shared_ptr<const common_chat_parser_params> params, size_t max_calls, bool mistral_ids)
+      : params_(std::move(params)), max_calls_(max_calls), mistral_ids_(mistral_ids) {}
 
   std::vector<schemas::chat_turn_delta> feed(std::string_view text) override {
     text_ += text;
@@ -67,15 +84,28 @@ private:
       if (next.tool_calls.empty()) next.content = text_;
     }
     if (next.empty() && partial) return {};
-    next.set_tool_call_ids(ids_, [] { return new_tool_call_id(); });
+    if (next.tool_calls.size() > max_calls_) next.tool_calls.resize(max_calls_);  // parallel_tool_calls: false
+    next.set_tool_call_ids(ids_, [this] { return new_tool_call_id(mistral_ids_); });
     std::vector<schemas::chat_turn_delta> out;
     for (const auto& d : common_chat_msg_diff::compute_diffs(msg_, next)) {
       schemas::chat_turn_delta x;
       x.reasoning = d.reasoning_content_delta;
       x.content = d.content_delta;
       if (d.tool_call_index != std::string::npos) {
-        x.tool_index = static_cast<int32_t>(d.tool_call_index);
-        x.call = to_call(d.tool_call_delta);
+        // A call's id and name go out once, with its first part (as OpenAI streams them).
+        const size_t i = d.tool_call_index;
+        x.tool_index = static_cast<int32_t>(i);
+        x.call.arguments = d.tool_call_delta.arguments;
+        if (i >= introduced_.size()) introduced_.resize(i + 1, false), held_.resize(i + 1);
+        if (!introduced_[i] && i < next.tool_calls.size() && !next.tool_calls[i].name.empty()) {
+          introduced_[i] = true;
+          x.call.id = next.tool_calls[i].id;
+          x.call.name = next.tool_calls[i].name;
+          x.call.arguments = std::exchange(held_[i], "") + x.call.arguments;
+        } else if (!introduced_[i]) {
+          held_[i] += x.call.arguments;  // no name yet: its first part waits for it
+          continue;
+        }
       }
       out.push_back(std::move(x));
     }
@@ -88,9 +118,13 @@ private:
   }
 
   std::shared_ptr<const common_chat_parser_params> params_;
+  size_t max_calls_;
+  bool mistral_ids_;
   std::string text_;
   common_chat_msg msg_;
   std::vector<std::string> ids_;
+  std::vector<bool> introduced_;  // per call: its id and name have gone out
+  std::vector<std::string> held_;  // per call: arguments that came before its name
   schemas::chat_turn turn_;
 };
 
@@ -101,6 +135,7 @@ struct tool_chat::impl {
   chat_template::special_tokens tokens;
   bool native = false;
   bool thinking_default = false;
+  bool mistral = false;  // [TOOL_CALLS] templates: 9-character call ids
 
   common_chat_templates_inputs inputs(const std::string& messages, const schemas::tool_chat_request& r, std::time_t now) const {
     common_chat_templates_inputs in;
@@ -110,6 +145,7 @@ struct tool_chat::impl {
       throw tool_chat_error(std::string("messages: ") + e.what());
     }
     in.now = std::chrono::system_clock::from_time_t(now);
+    in.add_generation_prompt = r.add_generation_prompt;
     in.enable_thinking = thinking_default;
     for (const auto& [key, value] : r.kwargs) {
       in.chat_template_kwargs[key] = json_text(value);
@@ -126,6 +162,7 @@ tool_chat::tool_chat(const std::string& source, chat_template::special_tokens to
     p_->templates = common_chat_templates_init(nullptr, source.empty() ? "chatml" : source, p_->tokens.bos, p_->tokens.eos);
     p_->native = common_chat_templates_get_caps(p_->templates.get())["supports_tools"];
     p_->thinking_default = common_chat_templates_support_enable_thinking(p_->templates.get());
+    p_->mistral = source.find("[TOOL_CALLS]") != std::string::npos;
   } catch (const std::exception& e) {
     throw chat_template_error(std::string("chat template does not parse for tools: ") + e.what());
   }
@@ -177,12 +214,15 @@ tool_chat_plan tool_chat::plan(const schemas::tool_chat_request& r, std::time_t 
   }
   if (!out.parser) {
     if (!params.grammar_lazy && in.tool_choice == COMMON_CHAT_TOOL_CHOICE_REQUIRED)
-      out.grammar = output_grammar(params.grammar, params.generation_prompt);
+      out.grammar = output_grammar(params.grammar, params.generation_prompt, !in.parallel_tool_calls, p_->mistral);
     auto pp = std::make_shared<common_chat_parser_params>(params);
     pp->reasoning_format = in.reasoning_format;
     pp->parse_tool_calls = !in.tools.empty() && in.tool_choice != COMMON_CHAT_TOOL_CHOICE_NONE;
     if (!params.parser.empty()) pp->parser.load(params.parser);
-    out.parser = [pp = std::shared_ptr<const common_chat_parser_params>(std::move(pp))] { return std::make_unique<native_parser>(pp); };
+    const size_t max_calls = in.parallel_tool_calls ? SIZE_MAX : 1;
+    out.parser = [pp = std::shared_ptr<const common_chat_parser_params>(std::move(pp)), max_calls, m = p_->mistral] {
+      return std::make_unique<native_parser>(pp, max_calls, m);
+    };
   }
   return out;
 }

@@ -2,6 +2,9 @@
 // the tools go into the system message as JSON, the history's calls and results are written as
 // text, and the answer is one JSON object held to a schema: {"tool_calls": [...]} or, when the
 // model may answer without a tool (tool_choice auto), {"response": "..."}.
+#include <cctype>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "model/text/tool_chat.hpp"
@@ -88,11 +91,45 @@ json history(const json& msgs) {
   return out;
 }
 
+// The text of a JSON string literal's body as far as it has come (`s` starts after the opening
+// quote); stops at the closing quote or before an escape that is not complete yet.
+std::string json_string_so_far(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '"') break;
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (i + 1 >= s.size()) break;
+    const char e = s[i + 1];
+    if (e == 'u') {
+      if (i + 6 > s.size()) break;
+      const json one = json::parse("\"" + std::string(s.substr(i, 6)) + "\"", nullptr, false);
+      if (one.is_string()) out += one.get<std::string>();  // (a lone surrogate half is dropped)
+      i += 5;
+      continue;
+    }
+    const char* from = "\"\\/bfnrt";
+    const char* to = "\"\\/\b\f\n\r\t";
+    if (const char* at = std::strchr(from, e); at && e) out += to[at - from];
+    ++i;
+  }
+  return out;
+}
+
 class json_turn_parser final : public schemas::turn_parser {
 public:
+  // An answer without a tool ({"response": "..."}) streams as content while it comes; calls
+  // come out whole at the end.
   std::vector<schemas::chat_turn_delta> feed(std::string_view text) override {
     text_ += text;
-    return {};
+    const std::string now = response_so_far();
+    if (now.size() <= shown_.size()) return {};
+    std::string delta = now.substr(shown_.size());
+    shown_ = now;
+    return {{"", std::move(delta), -1, {}}};
   }
 
   // The whole answer: its calls or its response; anything else is content as it came.
@@ -104,11 +141,16 @@ public:
           turn_.tool_calls.push_back({new_tool_call_id(), c["name"].get<std::string>(), c.value("arguments", json::object()).dump()});
     } else if (doc.is_object() && doc.size() == 1 && doc.contains("response") && doc["response"].is_string()) {
       turn_.content = doc["response"].get<std::string>();
+    } else if (response_start() != std::string::npos) {
+      turn_.content = response_so_far();  // cut off (max_tokens) inside the response
     } else {
       turn_.content = text_;
     }
     std::vector<schemas::chat_turn_delta> out;
-    if (!turn_.content.empty()) out.push_back({"", turn_.content, -1, {}});
+    if (turn_.content.starts_with(shown_) && turn_.content.size() > shown_.size())
+      out.push_back({"", turn_.content.substr(shown_.size()), -1, {}});
+    else if (!turn_.content.starts_with(shown_))
+      turn_.content = shown_;  // (never: what was shown stays the answer's start)
     for (size_t i = 0; i < turn_.tool_calls.size(); ++i) out.push_back({"", "", static_cast<int32_t>(i), turn_.tool_calls[i]});
     return out;
   }
@@ -116,7 +158,27 @@ public:
   const schemas::chat_turn& turn() const override { return turn_; }
 
 private:
-  std::string text_;
+  // Where the response string's body starts: after {"response": " (blanks allowed), or npos.
+  size_t response_start() const {
+    size_t i = 0;
+    auto blanks = [&] {
+      while (i < text_.size() && std::isspace(static_cast<unsigned char>(text_[i]))) ++i;
+    };
+    auto take = [&](std::string_view lit) {
+      blanks();
+      if (text_.compare(i, lit.size(), lit) != 0) return false;
+      i += lit.size();
+      return true;
+    };
+    if (take("{") && take("\"response\"") && take(":") && take("\"")) return i;
+    return std::string::npos;
+  }
+  std::string response_so_far() const {
+    const size_t at = response_start();
+    return at == std::string::npos ? std::string() : json_string_so_far(std::string_view(text_).substr(at));
+  }
+
+  std::string text_, shown_;
   schemas::chat_turn turn_;
 };
 

@@ -1,5 +1,5 @@
 // Internal to tool_chat: ids for the calls a model makes, as OpenAI writes them ("call_" and 24
-// letters and digits), unique per server run.
+// letters and digits), or as Mistral's templates demand them back (9 letters and digits).
 #pragma once
 
 #include <random>
@@ -7,11 +7,11 @@
 
 namespace conveyor::model {
 
-inline std::string new_tool_call_id() {
+inline std::string new_tool_call_id(bool mistral = false) {
   static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 rng{(uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += digits[rng() % (sizeof digits - 1)];
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += digits[rng() % (sizeof digits - 1)];
   return id;
 }
 

@@ -39,7 +39,11 @@ class LineError(Exception):
 def _refuse_unsupported(body):
     for k in ("tools", "functions"):
         if body.get(k):
-            raise LineError("%s (tool calls) is not supported by conveyor; use response_format" % k, k)
+            raise LineError("%s (tool calls) is not available in a batch: the server renders tools with the model's "
+                            "template for HTTP requests only (POST /v1/chat/completions); in a batch use response_format" % k, k)
+    if body.get("tool_choice") not in (None, "none", "auto") or body.get("function_call"):
+        k = "function_call" if body.get("function_call") else "tool_choice"
+        raise LineError("%s asks for tool calls, which are not available in a batch (HTTP requests only)" % k, k)
     if body.get("n", 1) != 1:
         raise LineError("n must be 1 in a batch: send one line per choice (seed + i gives the HTTP API's choice i)", "n")
     if body.get("best_of", 1) != 1:

@@ -4,6 +4,7 @@
 // real vocabulary, and the generic JSON format serves templates without tools.
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -58,6 +59,7 @@ schemas::chat_turn run(const tool_chat_plan& p, const std::string& text, size_t 
       if (d.tool_index < 0) continue;
       if (size_t(d.tool_index) >= calls.size()) calls.resize(size_t(d.tool_index) + 1);
       auto& c = calls[size_t(d.tool_index)];
+      BOOST_TEST(d.call.id.empty() == !c.id.empty());  // the id (and name) once, with the call's first part
       if (!d.call.id.empty()) c.id = d.call.id;
       c.name += d.call.name;
       c.arguments += d.call.arguments;
@@ -121,6 +123,55 @@ BOOST_AUTO_TEST_CASE(each_family_renders_the_tools_and_parses_its_own_call_synta
   }
 }
 
+// llama-server's /apply-template with the same tools and history (scripts/make_template_goldens.py):
+// byte for byte.
+BOOST_AUTO_TEST_CASE(tools_and_call_history_render_as_llama_server_renders_them) {
+  std::ifstream in(std::string(CONVEYOR_TEST_DATA) + "/chat_template_goldens.json");
+  BOOST_REQUIRE_MESSAGE(in.good(), "tests/data/chat_template_goldens.json missing. HINT: run scripts/make_template_goldens.py");
+  const auto g = nlohmann::ordered_json::parse(in);  // (the tools' keys in the order llama-server saw them)
+  setenv("TZ", "UTC", 1);  // the Llama 3.x prompts print the date they were rendered on, in UTC
+  tzset();
+  const chat_template::special_tokens tokens{g.at("bos_token"), g.at("eos_token"), g.at("add_bos"), g.at("add_eos")};
+  int compared = 0;
+  for (const auto& c : g.at("cases")) {
+    if (!c.contains("tool_set")) continue;
+    BOOST_TEST_CONTEXT(c.at("template").get<std::string>() << " / " << c.at("tool_set").get<std::string>()) {
+      const tool_chat t(template_file(c.at("template").get<std::string>()), tokens);
+      const auto& body = c.at("body");
+      req r;
+      r.messages = body.at("messages").dump();
+      r.tools = body.at("tools").dump();
+      r.tool_choice = body.value("tool_choice", "auto") == "required" ? req::choice::required : req::choice::automatic;
+      r.parallel_tool_calls = body.value("parallel_tool_calls", true);
+      BOOST_REQUIRE(c.contains("prompt"));
+      BOOST_TEST(t.plan(r, g.at("now_unix").get<std::time_t>()).prompt == c.at("prompt").get<std::string>());
+      ++compared;
+    }
+  }
+  BOOST_TEST(compared >= 15);
+}
+
+// Round trip: the text a family's template writes for an assistant's call (the history rendered
+// without and with that turn) parses back into that call.
+BOOST_AUTO_TEST_CASE(each_family_parses_the_call_its_own_template_writes) {
+  for (const auto& f : families) {
+    BOOST_TEST_CONTEXT(f.file) {
+      const tool_chat t = family(f.file, f.bos, f.eos);
+      req before = ask();
+      req with = ask();
+      with.messages = R"([{"role":"user","content":"Weather in Paris?"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"call00001","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]}])";
+      with.add_generation_prompt = false;
+      const std::string opened = t.plan(before, 0).prompt, whole = t.plan(with, 0).prompt;
+      BOOST_REQUIRE_MESSAGE(whole.starts_with(opened), "the turn does not extend the prompt:\n" << opened << "\n---\n" << whole);
+      std::string written = whole.substr(opened.size());
+      if (auto end = written.rfind(f.eos); end != std::string::npos) written.resize(end);
+      BOOST_TEST_MESSAGE(f.file << " writes a call as: " << written);
+      expect_weather_call(run(t.plan(before, 0), written, 3));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_call_history_renders_with_ids_and_results) {
   req r = ask();
   r.messages = R"([{"role":"user","content":"Weather in Paris?"},
@@ -148,12 +199,31 @@ BOOST_AUTO_TEST_CASE(required_and_named_choices_get_a_grammar_xgrammar_compiles_
         BOOST_REQUIRE(!p.grammar.empty());
         BOOST_TEST(p.grammar.find(r.function.empty() ? "get_weather" : "add") != std::string::npos);
         if (!r.function.empty()) BOOST_TEST(p.grammar.find("get_weather") == std::string::npos);  // only the named one
+        const std::string root = p.grammar.substr(p.grammar.find("root ::= "));
+        BOOST_TEST(root.substr(0, root.find('\n')).find("until") == std::string::npos, root);  // the call comes first
+        if (std::string(f.file).find("Mistral") != std::string::npos)
+          BOOST_TEST(p.grammar.find(R"("\"" [a-zA-Z0-9]{9} "\"")") != std::string::npos, p.grammar);  // Mistral's ids
         try {
           (void)gc.constrain(grammar_kind::ebnf, p.grammar);
         } catch (const std::exception& e) {
           BOOST_ERROR("XGrammar refused the grammar: " << e.what() << "\n" << p.grammar);
         }
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(parallel_tool_calls_false_allows_one_call) {
+  const std::string two = std::string(families[0].call) + "\n" + families[0].call;
+  for (const char* file : {"Qwen-Qwen2.5-7B-Instruct.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja"}) {
+    BOOST_TEST_CONTEXT(file) {
+      const tool_chat t = family(file, "", "<|im_end|>");
+      req r = ask(req::choice::required);
+      BOOST_TEST(run(t.plan(r, 0), two, 5).tool_calls.size() == 2u);
+      r.parallel_tool_calls = false;
+      const tool_chat_plan p = t.plan(r, 0);
+      BOOST_TEST(run(p, two, 5).tool_calls.size() == 1u);
+      BOOST_TEST(p.grammar.find(")+\n") == std::string::npos, p.grammar);  // the grammar allows one call
     }
   }
 }
@@ -187,6 +257,10 @@ BOOST_AUTO_TEST_CASE(a_template_without_tools_gets_the_generic_json_format) {
   expect_weather_call(run(p, R"({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]})", 7));
   BOOST_TEST(run(p, R"({"response": "Sunny."})", 3).content == "Sunny.");
   BOOST_TEST(run(p, "not json", 3).content == "not json");
+  BOOST_TEST(run(p, R"({"response": "Sun\"ny \u00e9t\u00e9\n)", 1).content == "Sun\"ny \u00e9t\u00e9\n");  // cut off: what came
+  auto streamed = p.parser();
+  BOOST_TEST(streamed->feed(R"({"response": "Hel)").at(0).content == "Hel");  // an answer streams as it comes
+  BOOST_TEST(streamed->feed(R"(lo"})").at(0).content == "lo");
   const tool_chat_plan req_plan = t.plan(ask(req::choice::required), 0);
   BOOST_TEST(!json::parse(req_plan.json_schema).contains("anyOf"));
   BOOST_TEST(req_plan.prompt.find("\"response\"") == std::string::npos);

@@ -82,6 +82,7 @@ BOOST_AUTO_TEST_CASE(settings_out_of_range_are_refused) {
       {"two endpoints, one port", [](serve_options& o) { o.http_port = 5555; }, "--router and --http-port both name port 5555"},
       {"sim cost model", [](serve_options& o) { o.sim_cost_model = "tpu"; }, "sim_cost_model"},
       {"reasoning parser", [](serve_options& o) { o.reasoning_parser = "granite"; }, "reasoning_parser must be qwen3 or deepseek_r1"},
+      {"chat template", [](serve_options& o) { o.chat_template = "/nonexistent/t.jinja"; }, "chat_template: cannot read '/nonexistent/t.jinja'"},
   };
   BOOST_TEST(serve_options{}.validate() == "");
   for (const auto& r : rows) {

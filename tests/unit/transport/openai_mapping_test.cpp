@@ -86,11 +86,35 @@ BOOST_AUTO_TEST_CASE(every_shared_vector_maps_as_written) {
         continue;
       }
       if (const auto* e = std::get_if<openai_error>(&got)) BOOST_FAIL(e->message);
+      if (c.contains("tool_chat")) {  // rendered by the server's tool_chat, not a submit map
+        const auto& t = std::get<openai_request>(got).tools;
+        BOOST_TEST_REQUIRE(t.has_value());
+        const char* choices[] = {"auto", "none", "required"};
+        BOOST_TEST(choices[static_cast<int>(t->tool_choice)] == c.at("tool_chat").at("tool_choice").get<std::string>());
+        BOOST_TEST(t->function == c.at("tool_chat").at("function").get<std::string>());
+        BOOST_TEST(t->parallel_tool_calls == c.at("tool_chat").at("parallel_tool_calls").get<bool>());
+        BOOST_TEST(json::parse(t->messages) == c.at("body").at("messages"));
+        BOOST_TEST(t->messages == nlohmann::ordered_json::parse(c.at("body").dump()).at("messages").dump());
+        continue;
+      }
+      BOOST_TEST(!std::get<openai_request>(got).tools.has_value());
       const json m = submit_map(std::get<openai_request>(got).job);
       const json want = json::parse(c.at("submit").dump());
       BOOST_TEST(m == want, "got " << m.dump() << "\nwant " << want.dump());
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(tools_and_messages_keep_their_keys_in_the_order_sent) {
+  // The model reads the schema as written: llama-server keeps the order; so must the HTTP intake.
+  const std::string body = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":)"
+                           R"({"name":"f","parameters":{"type":"object","required":["b"],"properties":{"b":{"type":"string"},"a":{}}}}}]})";
+  const auto got = parse_openai_request(body, openai_endpoint::chat_completions, "m");
+  BOOST_TEST_REQUIRE(std::holds_alternative<openai_request>(got));
+  const auto& t = std::get<openai_request>(got).tools;
+  BOOST_TEST_REQUIRE(t.has_value());
+  BOOST_TEST(t->tools == R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","required":["b"],"properties":{"b":{"type":"string"},"a":{}}}}}])");
+  BOOST_TEST(t->messages == R"([{"role":"user","content":"x"}])");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
