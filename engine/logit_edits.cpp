@@ -38,6 +38,17 @@ void make_logit_edits(const sampling_params& p, std::span<const token_id> prompt
   }
 }
 
+void extend_logit_edits(const sampling_params& p, std::span<const token_id> more, std::vector<logit_edit>& edits) {
+  const bool repetition = p.repetition_penalty != 1.0f;
+  if (!repetition && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;  // output tokens change nothing
+  for (token_id t : more) {
+    auto at = std::lower_bound(edits.begin(), edits.end(), t, [](const logit_edit& e, token_id x) { return e.token < x; });
+    if (at == edits.end() || at->token != t) at = edits.insert(at, logit_edit{t, 0.0f, 0, false});
+    at->count += 1;
+    at->repeated = at->repeated || repetition;
+  }
+}
+
 void apply_logit_edits(std::span<float> logits, std::span<const logit_edit> edits, const sampling_params& p) {
   for (const logit_edit& e : edits)
     if (e.token >= 0 && static_cast<size_t>(e.token) < logits.size())

@@ -49,6 +49,11 @@ inline float edited_logit(float x, const logit_edit& e, const sampling_params& p
 void make_logit_edits(const sampling_params& p, std::span<const token_id> prompt, std::span<const token_id> output,
                       std::vector<logit_edit>& out);
 
+/// `edits` (make_logit_edits' for a prompt and an output) brought up to date with the output's
+/// next tokens `more`, in O(edits) per token: the scheduler keeps each sequence's list this way
+/// instead of rebuilding it from the whole sequence every step. Same result as rebuilding.
+void extend_logit_edits(const sampling_params& p, std::span<const token_id> more, std::vector<logit_edit>& edits);
+
 /// Applies `edits` to a row of logits in place (ids past its end are skipped).
 void apply_logit_edits(std::span<float> logits, std::span<const logit_edit> edits, const sampling_params& p);
 

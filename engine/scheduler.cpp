@@ -191,7 +191,13 @@ step_plan scheduler::build_plan() {
         // logit_bias alone reads none). A resumed job's earlier output ends its prompt.
         const std::span<const token_id> all(seq->tokens.data(), std::min(static_cast<size_t>(end), seq->tokens.size()));
         const size_t output_begin = static_cast<size_t>(seq->num_prompt_tokens - seq->req.resumed_output);
-        make_logit_edits(s.sampling, all.first(output_begin), all.subspan(output_begin), s.logit_edits);
+        const auto through = static_cast<size_t>(seq->edits_through);
+        if (seq->edits_through < 0 || through < output_begin || through > all.size())  // first sample (or tokens taken back)
+          make_logit_edits(s.sampling, all.first(output_begin), all.subspan(output_begin), seq->edits);
+        else  // the tokens sampled since
+          extend_logit_edits(s.sampling, all.subspan(through), seq->edits);
+        seq->edits_through = static_cast<int32_t>(all.size());
+        s.logit_edits = seq->edits;
       }
     }
     seq->num_ahead_tokens += c.num_new;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/logit_edits.hpp"
 #include "engine/request.hpp"
 #include "engine/types.hpp"
 
@@ -51,6 +52,10 @@ struct sequence {
   queue_key key;
   /// Static batching: a member of the batch now running.
   bool in_static_batch = false;
+  /// Penalized or biased sampling: the logit edits (engine/logit_edits.hpp) for tokens[0,
+  /// edits_through), extended as tokens arrive rather than rebuilt each step (-1: not built).
+  std::vector<logit_edit> edits;
+  int32_t edits_through = -1;
 
   seq_id id() const { return req.id; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

@@ -75,6 +75,37 @@ BOOST_AUTO_TEST_CASE(sparse_edits_equal_the_dense_reference_bit_for_bit) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(extending_token_by_token_equals_rebuilding) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<token_id> tok(0, 80);
+  for (int c = 0; c < 200; ++c) {
+    BOOST_TEST_CONTEXT("case " << c) {
+      sampling_params p;
+      const int mode = c % 5;
+      if (mode == 0 || mode == 4) p.presence_penalty = 0.5f;
+      if (mode == 1 || mode == 4) p.frequency_penalty = -0.25f;
+      if (mode == 2 || mode == 4) p.repetition_penalty = 1.3f;
+      if (mode == 3 || mode == 4) p.logit_bias = {{3, 1.0f}, {40, -2.0f}, {79, 5.0f}};
+      std::vector<token_id> prompt(static_cast<size_t>(1 + c % 30)), output(static_cast<size_t>(c % 70));
+      for (auto& t : prompt) t = tok(rng);
+      for (auto& t : output) t = tok(rng);
+      std::vector<logit_edit> kept, rebuilt;
+      make_logit_edits(p, prompt, std::span<const token_id>(output).first(0), kept);
+      for (size_t n = 1; n <= output.size(); ++n) {
+        extend_logit_edits(p, std::span<const token_id>(output).subspan(n - 1, 1), kept);
+        make_logit_edits(p, prompt, std::span<const token_id>(output).first(n), rebuilt);
+        BOOST_REQUIRE_EQUAL(kept.size(), rebuilt.size());
+        for (size_t i = 0; i < kept.size(); ++i) {
+          BOOST_TEST(kept[i].token == rebuilt[i].token);
+          BOOST_TEST(kept[i].count == rebuilt[i].count);
+          BOOST_TEST(kept[i].repeated == rebuilt[i].repeated);
+          BOOST_TEST(kept[i].bias == rebuilt[i].bias);
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(nothing_to_edit_gives_no_edits) {
   sampling_params p;
   std::vector<logit_edit> edits{{1, 2.0f, 3, true}};
