@@ -54,9 +54,7 @@ std::vector<std::pair<token_id, float>> read_logit_bias(const field_map& f) {
     if (k.type == msgpack::type::POSITIVE_INTEGER && k.via.u64 <= static_cast<uint64_t>(int32_max)) {
       id = static_cast<int64_t>(k.via.u64);
     } else if (k.type == msgpack::type::STR) {
-      const std::string_view s(k.via.str.ptr, k.via.str.size);
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
-      if (ec != std::errc() || end != s.data() + s.size() || s.empty() || id < 0 || id > int32_max) id = -1;
+      id = logit_bias_key(std::string_view(k.via.str.ptr, k.via.str.size));
     }
     if (id < 0) refuse("logit_bias", "logit_bias keys must be token ids (integers >= 0, or such integers as strings)");
     double bias = 0;
@@ -67,12 +65,9 @@ std::vector<std::pair<token_id, float>> read_logit_bias(const field_map& f) {
       case msgpack::type::NEGATIVE_INTEGER: bias = static_cast<double>(v.via.i64); break;
       default: refuse("logit_bias", "logit_bias: the bias of token " + std::to_string(id) + " must be a number");
     }
-    out.emplace_back(static_cast<token_id>(id), static_cast<float>(std::clamp(bias, -1e9, 1e9)));
+    out.emplace_back(static_cast<token_id>(id), logit_bias_value(bias));
   }
-  std::sort(out.begin(), out.end());
-  sampling_params probe;  // the ranges and the distinct ids are the engine's rule
-  probe.logit_bias = out;
-  if (std::string why = probe.validate(); !why.empty()) refuse("logit_bias", why);
+  if (std::string why = finish_logit_bias(out); !why.empty()) refuse("logit_bias", why);
   return out;
 }
 
@@ -276,6 +271,21 @@ decode_result decode_request(std::span<const uint8_t> frame, const decode_limits
   } catch (const std::exception& e) {
     return decode_error{error_code::internal, "", std::string("decoder failure: ") + e.what(), id, submit};
   }
+}
+
+int64_t logit_bias_key(std::string_view key) {
+  int64_t id = -1;
+  const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+  return ec != std::errc() || end != key.data() + key.size() || key.empty() || id < 0 || id > int32_max ? -1 : id;
+}
+
+float logit_bias_value(double bias) { return static_cast<float>(std::clamp(bias, -1e9, 1e9)); }
+
+std::string finish_logit_bias(std::vector<std::pair<token_id, float>>& entries) {
+  std::sort(entries.begin(), entries.end());
+  sampling_params probe;  // the ranges and the distinct ids are the engine's rule
+  probe.logit_bias = entries;
+  return probe.validate();
 }
 
 const char* to_string(response_format::kind k) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -36,6 +37,14 @@ struct response_format {
   std::string spec;
 };
 const char* to_string(response_format::kind k);
+
+/// logit_bias as every front end reads it (ZeroMQ submits, HTTP bodies): a key as JSON writes it
+/// ("50256") is a token id, or -1 when it is not one; a bias is clamped to +-1e9; the entries end
+/// sorted by id and checked by the engine's rule (distinct ids, biases in range). Returns "" or
+/// the refusal's message.
+int64_t logit_bias_key(std::string_view key);
+float logit_bias_value(double bias);
+std::string finish_logit_bias(std::vector<std::pair<token_id, float>>& entries);
 
 /// {"op":"submit", ...}: run one generation job. Defaults are the protocol's.
 struct submit_request {

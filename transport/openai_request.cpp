@@ -5,7 +5,6 @@
 #include "transport/openai_tools.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <set>
 
@@ -102,17 +101,12 @@ std::vector<std::pair<token_id, float>> read_logit_bias(const json& body) {
   if (v->size() > max_logit_bias)
     refuse("logit_bias", "logit_bias names " + std::to_string(v->size()) + " tokens; at most " + std::to_string(max_logit_bias) + " are allowed");
   for (const auto& [k, b] : v->items()) {
-    int64_t id = -1;
-    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
-    if (ec != std::errc() || end != k.data() + k.size() || k.empty() || id < 0 || id > std::numeric_limits<int32_t>::max())
-      refuse("logit_bias", "logit_bias keys must be token ids (\"50256\"), got \"" + k.substr(0, 32) + "\"");
+    const int64_t id = schemas::logit_bias_key(k);
+    if (id < 0) refuse("logit_bias", "logit_bias keys must be token ids (\"50256\"), got \"" + k.substr(0, 32) + "\"");
     if (!b.is_number()) refuse("logit_bias", "logit_bias: the bias of token " + k + " must be a number");
-    out.emplace_back(static_cast<token_id>(id), static_cast<float>(std::clamp(b.get<double>(), -1e9, 1e9)));
+    out.emplace_back(static_cast<token_id>(id), schemas::logit_bias_value(b.get<double>()));
   }
-  std::sort(out.begin(), out.end());
-  sampling_params probe;
-  probe.logit_bias = out;
-  if (std::string why = probe.validate(); !why.empty()) refuse("logit_bias", why);
+  if (std::string why = schemas::finish_logit_bias(out); !why.empty()) refuse("logit_bias", why);
   return out;
 }
 
