@@ -5,8 +5,9 @@
 // (common_chat_templates_init(nullptr, source, bos, eos)), so the few llama.cpp functions the
 // chat sources reference for a loaded llama_model are never reached. They are defined here so
 // the archive links; each one that must not run says so and aborts. common.cpp (which needs the
-// model library) is not built either: the four string helpers the chat sources use are here. Logging goes to stderr at
-// warning level and above (llama.cpp's debug output stays off).
+// model library) is not built either: the four string helpers the chat sources use are here.
+// Logging: errors to stderr; warnings and below dropped (a model's unparsable output is a
+// warning there, and conveyor answers it as content rather than logging each one).
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -26,13 +27,13 @@ namespace {
 
 } // namespace
 
-// ---- log.h: warnings and errors to stderr, the rest dropped ----------------------------------
-int common_log_get_verbosity_thold(void) { return LOG_LEVEL_WARN; }
+// ---- log.h: errors to stderr, the rest dropped -------------------------------------------------
+int common_log_get_verbosity_thold(void) { return LOG_LEVEL_ERROR; }
 
 struct common_log* common_log_main() { return nullptr; }
 
 void common_log_add(struct common_log*, enum ggml_log_level level, const char* fmt, ...) {
-  if (level != GGML_LOG_LEVEL_WARN && level != GGML_LOG_LEVEL_ERROR) return;
+  if (level != GGML_LOG_LEVEL_ERROR) return;
   std::fputs("llama.cpp chat: ", stderr);
   va_list args;
   va_start(args, fmt);

@@ -148,6 +148,7 @@ void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, o
   r->job.id = id;
   if (r->tools) {
     if (!plan_chat_) return send_error(*x, {503, "this server cannot render tools", "server_error", "tools", "internal"});
+    r->tools->reasoning = cfg_.reasoning != reasoning_parser::none;  // thinking as reasoning_content, as without tools
     auto plan = plan_chat_(*r->tools);
     if (auto* why = std::get_if<std::string>(&plan)) {  // the message starts with the field it is about
       const std::string field = why->substr(0, why->find(':'));

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <regex>
-#include <utility>
 
 #include "chat.h"
 #include "json-schema-to-grammar.h"
@@ -80,33 +79,40 @@ private:
       next = common_chat_parse(text_, partial, *params_);
     } catch (const std::exception&) {
       if (partial) return {};  // more text may make it parse
-      next = msg_;             // the final text does not parse as a call: what was read, and the rest as content
-      if (next.tool_calls.empty()) next.content = text_;
+      next = common_chat_msg{};  // the whole text does not parse: it is the answer's content, no calls
+      next.role = "assistant";
+      next.content = text_;
     }
     if (next.empty() && partial) return {};
     if (next.tool_calls.size() > max_calls_) next.tool_calls.resize(max_calls_);  // parallel_tool_calls: false
     next.set_tool_call_ids(ids_, [this] { return new_tool_call_id(mistral_ids_); });
     std::vector<schemas::chat_turn_delta> out;
-    for (const auto& d : common_chat_msg_diff::compute_diffs(msg_, next)) {
+    // What grew since the last parse. (llama.cpp's compute_diffs throws when a later parse is not
+    // an extension of an earlier one; a stream cannot take back what it sent, so such a change
+    // adds nothing here, and the whole answer, turn(), is the last parse.)
+    auto grown = [](const std::string& before, const std::string& now) {
+      return now.size() > before.size() && now.starts_with(before) ? now.substr(before.size()) : std::string();
+    };
+    schemas::chat_turn_delta text;
+    text.reasoning = grown(msg_.reasoning_content, next.reasoning_content);
+    text.content = grown(msg_.content, next.content);
+    if (!text.reasoning.empty() || !text.content.empty()) out.push_back(std::move(text));
+    for (size_t i = 0; i < next.tool_calls.size(); ++i) {
+      const common_chat_tool_call& c = next.tool_calls[i];
+      if (c.name.empty()) continue;  // its first part waits for its name
       schemas::chat_turn_delta x;
-      x.reasoning = d.reasoning_content_delta;
-      x.content = d.content_delta;
-      if (d.tool_call_index != std::string::npos) {
-        // A call's id and name go out once, with its first part (as OpenAI streams them).
-        const size_t i = d.tool_call_index;
-        x.tool_index = static_cast<int32_t>(i);
-        x.call.arguments = d.tool_call_delta.arguments;
-        if (i >= introduced_.size()) introduced_.resize(i + 1, false), held_.resize(i + 1);
-        if (!introduced_[i] && i < next.tool_calls.size() && !next.tool_calls[i].name.empty()) {
-          introduced_[i] = true;
-          x.call.id = next.tool_calls[i].id;
-          x.call.name = next.tool_calls[i].name;
-          x.call.arguments = std::exchange(held_[i], "") + x.call.arguments;
-        } else if (!introduced_[i]) {
-          held_[i] += x.call.arguments;  // no name yet: its first part waits for it
-          continue;
-        }
+      x.tool_index = static_cast<int32_t>(i);
+      if (i >= sent_args_.size()) sent_args_.resize(i + 1);
+      if (i >= introduced_.size()) introduced_.resize(i + 1, false);
+      x.call.arguments = grown(sent_args_[i], c.arguments);
+      if (!introduced_[i]) {  // a call's id and name go out once, with its first part (as OpenAI streams them)
+        introduced_[i] = true;
+        x.call.id = c.id;
+        x.call.name = c.name;
+        x.call.arguments = c.arguments;  // (nothing of it sent yet)
       }
+      if (x.call.id.empty() && x.call.arguments.empty()) continue;
+      sent_args_[i] += x.call.arguments;
       out.push_back(std::move(x));
     }
     msg_ = std::move(next);
@@ -123,8 +129,8 @@ private:
   std::string text_;
   common_chat_msg msg_;
   std::vector<std::string> ids_;
-  std::vector<bool> introduced_;  // per call: its id and name have gone out
-  std::vector<std::string> held_;  // per call: arguments that came before its name
+  std::vector<bool> introduced_;      // per call: its id and name have gone out
+  std::vector<std::string> sent_args_;  // per call: the arguments' text sent so far
   schemas::chat_turn turn_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "model/formats/gguf.hpp"
@@ -208,6 +209,36 @@ BOOST_AUTO_TEST_CASE(required_and_named_choices_get_a_grammar_xgrammar_compiles_
         } catch (const std::exception& e) {
           BOOST_ERROR("XGrammar refused the grammar: " << e.what() << "\n" << p.grammar);
         }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(any_output_in_any_pieces_parses_without_throwing_and_ends_as_the_whole_text_parses) {
+  // A model may write anything: pieces of calls, tags, broken JSON. A parser never throws (it runs
+  // on the HTTP thread) and its answer is the whole text's, however the text was cut.
+  const std::vector<std::string> bits = {"<tool_call>", "</tool_call>", "{\"name\": \"get_weather\"", ", \"arguments\": {\"city\": \"Pa",
+                                         "ris\"}}", "[TOOL_CALLS][", "]", "<think>", "</think>", "hello ", "{", "}", "\n", "\"", "<"};
+  std::mt19937 rng(5);
+  for (const auto& f : families) {
+    BOOST_TEST_CONTEXT(f.file) {
+      const tool_chat t = family(f.file, f.bos, f.eos);
+      const tool_chat_plan p = t.plan(ask(), 0);
+      for (int c = 0; c < 60; ++c) {
+        std::string text;
+        for (int k = std::uniform_int_distribution<int>(1, 12)(rng); k > 0; --k) text += bits[rng() % bits.size()];
+        auto whole = p.parser();
+        (void)whole->feed(text);
+        (void)whole->finish();
+        auto pieces = p.parser();
+        for (size_t at = 0; at < text.size();) {
+          const size_t n = std::uniform_int_distribution<size_t>(1, 6)(rng);
+          BOOST_CHECK_NO_THROW((void)pieces->feed(text.substr(at, n)));
+          at += n;
+        }
+        BOOST_CHECK_NO_THROW((void)pieces->finish());
+        BOOST_TEST(pieces->turn().content == whole->turn().content, text);
+        BOOST_TEST(pieces->turn().tool_calls.size() == whole->turn().tool_calls.size(), text);
       }
     }
   }
