@@ -81,7 +81,10 @@ BOOST_AUTO_TEST_SUITE(http_attach)
 BOOST_AUTO_TEST_CASE(a_retry_during_the_first_commit_attaches_live) {
   transport::http_intake in(config());
   committing_sink sink(in, "running");
-  in.start({&sink, [](token_id t) { return std::string(1, static_cast<char>('a' + t)); }, {}, {}});
+  transport::intake_context ctx;
+  ctx.sink = &sink;
+  ctx.piece = [](token_id t) { return std::string(1, static_cast<char>('a' + t)); };
+  in.start(ctx);
   int status = 0;
   const json body = post(in.port(), "dup-1", status);
   in.stop();
@@ -94,7 +97,10 @@ BOOST_AUTO_TEST_CASE(a_retry_during_the_first_commit_attaches_live) {
 BOOST_AUTO_TEST_CASE(an_ended_job_without_events_is_409) {
   transport::http_intake in(config());
   committing_sink sink(in, "finished");
-  in.start({&sink, [](token_id) { return std::string(); }, {}, {}});
+  transport::intake_context ctx;
+  ctx.sink = &sink;
+  ctx.piece = [](token_id) { return std::string(); };
+  in.start(ctx);
   int status = 0;
   const json body = post(in.port(), "gone-1", status);
   in.stop();
