@@ -28,11 +28,7 @@ KV_TOKENS = re.compile(r"= (\d+) tokens")
 
 
 def rss_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
+    return llama.proc_status(pid)["VmRSS"]
 
 
 def measure(binary, jobs, prompt_len, max_tokens):

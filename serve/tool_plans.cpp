@@ -46,23 +46,26 @@ tool_support load_tool_support(const model::tokenizer& tok, const std::string& s
   return s;
 }
 
-std::function<std::variant<transport::chat_plan, std::string>(const schemas::tool_chat_request&)>
+std::function<std::variant<transport::chat_plan, transport::chat_refusal>(const schemas::tool_chat_request&)>
 make_plan_chat(const model::tokenizer& tok, const tool_support& tools, const model::grammar_compiler* grammars) {
-  return [&tok, &tools, grammars](const schemas::tool_chat_request& r) -> std::variant<transport::chat_plan, std::string> {
-    if (!tools.chat) return "tools: the model's chat template does not compile for tools (" + tools.error + "); see the server's log";
+  using refusal = transport::chat_refusal;
+  return [&tok, &tools, grammars](const schemas::tool_chat_request& r) -> std::variant<transport::chat_plan, refusal> {
+    if (!tools.chat) return refusal{"tools", "tools: the model's chat template does not compile for tools (" + tools.error + "); see the server's log"};
     model::tool_chat_plan p;
     try {
       p = tools.chat->plan(r, std::time(nullptr));
-    } catch (const std::exception& e) {
-      return std::string(e.what());
+    } catch (const model::tool_chat_error& e) {
+      return refusal{e.field, e.what()};
+    } catch (const std::exception& e) {  // the template refused the messages (raise_exception)
+      return refusal{"messages", e.what()};
     }
     transport::chat_plan out;
     try {
       out.prompt = tok.encode(p.prompt, /*parse_special=*/true);
     } catch (const std::exception& e) {
-      return std::string("messages: cannot tokenize the rendered prompt: ") + e.what();
+      return refusal{"messages", std::string("messages: cannot tokenize the rendered prompt: ") + e.what()};
     }
-    if (out.prompt.empty()) return std::string("messages: the rendered prompt has no tokens");
+    if (out.prompt.empty()) return refusal{"messages", "messages: the rendered prompt has no tokens"};
     out.format = output_format(p, grammars);
     out.stops = std::move(p.stops);
     out.parser = std::move(p.parser);

@@ -28,7 +28,7 @@ struct tool_support {
 tool_support load_tool_support(const model::tokenizer& tok, const std::string& source, const model::grammar_compiler* grammars);
 
 /// plan_chat for the intakes. `tools`, `tok` and `grammars` (may be null) outlive it.
-std::function<std::variant<transport::chat_plan, std::string>(const schemas::tool_chat_request&)>
+std::function<std::variant<transport::chat_plan, transport::chat_refusal>(const schemas::tool_chat_request&)>
 make_plan_chat(const model::tokenizer& tok, const tool_support& tools, const model::grammar_compiler* grammars);
 
 } // namespace conveyor::serve

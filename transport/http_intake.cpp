@@ -150,11 +150,7 @@ void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, o
     if (!plan_chat_) return send_error(*x, {503, "this server cannot render tools", "server_error", "tools", "internal"});
     r->tools->reasoning = cfg_.reasoning != reasoning_parser::none;  // thinking as reasoning_content, as without tools
     auto plan = plan_chat_(*r->tools);
-    if (auto* why = std::get_if<std::string>(&plan)) {  // the message starts with the field it is about
-      const std::string field = why->substr(0, why->find(':'));
-      const bool named = field == "tools" || field == "tool_choice" || field.rfind("messages", 0) == 0;
-      return send_error(*x, {400, *why, "invalid_request_error", named ? field : "messages", "bad_request"});
-    }
+    if (auto* no = std::get_if<chat_refusal>(&plan)) return send_error(*x, {400, no->message, "invalid_request_error", no->param, "bad_request"});
     chat_plan& p = std::get<chat_plan>(plan);
     r->job.input = std::move(p.prompt);
     r->job.chat_template_kwargs.clear();  // (given to the template already)

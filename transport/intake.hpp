@@ -68,6 +68,13 @@ struct chat_plan {
   std::function<std::unique_ptr<schemas::turn_parser>()> parser;
 };
 
+/// Why a tool chat cannot be rendered: the request field it is about (the error's `param`), and
+/// the message.
+struct chat_refusal {
+  std::string param;
+  std::string message;
+};
+
 /// What the runtime hands every intake when it starts; each takes what it needs.
 struct intake_context {
   request_sink* sink = nullptr;
@@ -84,9 +91,9 @@ struct intake_context {
   /// The text of token ids, special tokens shown; std::nullopt when an id is outside the
   /// vocabulary (HTTP /detokenize).
   std::function<std::optional<std::string>(const std::vector<token_id>&)> detokenize;
-  /// A tool chat rendered with the model's template (HTTP tools), or why it cannot be (a message
-  /// naming the field). Thread-safe; takes milliseconds (runs on the caller's thread).
-  std::function<std::variant<chat_plan, std::string>(const schemas::tool_chat_request&)> plan_chat;
+  /// A tool chat rendered with the model's template (HTTP tools), or why it cannot be.
+  /// Thread-safe; runs on the caller's thread.
+  std::function<std::variant<chat_plan, chat_refusal>(const schemas::tool_chat_request&)> plan_chat;
   /// The server's longest sequence, prompt and output (/v1/models, /tokenize).
   int32_t max_model_len = 0;
 };

@@ -148,7 +148,7 @@ struct tool_chat::impl {
     try {
       in.messages = common_chat_msgs_parse_oaicompat(common_json::parse(messages));
     } catch (const std::exception& e) {
-      throw tool_chat_error(std::string("messages: ") + e.what());
+      throw tool_chat_error("messages", e.what());
     }
     in.now = std::chrono::system_clock::from_time_t(now);
     in.add_generation_prompt = r.add_generation_prompt;
@@ -192,11 +192,11 @@ tool_chat_plan tool_chat::plan(const schemas::tool_chat_request& r, std::time_t 
     try {
       in.tools = common_chat_tools_parse_oaicompat(common_json::parse(r.tools));
     } catch (const std::exception& e) {
-      throw tool_chat_error(std::string("tools: ") + e.what());
+      throw tool_chat_error("tools", e.what());
     }
     if (!r.function.empty()) {
       std::erase_if(in.tools, [&](const common_chat_tool& t) { return t.name != r.function; });
-      if (in.tools.empty()) throw tool_chat_error("tool_choice: no tool in tools is named '" + r.function + "'");
+      if (in.tools.empty()) throw tool_chat_error("tool_choice", "no tool in tools is named '" + r.function + "'");
     }
     in.tool_choice = !r.function.empty() || r.tool_choice == choice::required ? COMMON_CHAT_TOOL_CHOICE_REQUIRED
                      : r.tool_choice == choice::none                         ? COMMON_CHAT_TOOL_CHOICE_NONE

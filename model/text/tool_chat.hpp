@@ -22,9 +22,11 @@
 
 namespace conveyor::model {
 
-/// A malformed message or tool (what() names the field), found while rendering.
+/// A malformed message or tool, found while rendering: `field` is the request field it is about
+/// ("messages", "tools", "tool_choice"); what() starts with it.
 struct tool_chat_error : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
+  tool_chat_error(std::string f, const std::string& message) : std::invalid_argument(f + ": " + message), field(std::move(f)) {}
+  std::string field;
 };
 
 /// What a tool chat request becomes.

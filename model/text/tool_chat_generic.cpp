@@ -16,7 +16,6 @@ namespace {
 using json = nlohmann::ordered_json;
 using choice = schemas::tool_chat_request::choice;
 
-[[noreturn]] void refuse(const std::string& why) { throw tool_chat_error(why); }
 
 // The offered tools as {name, description, parameters}, after tool_choice picked one.
 json offered_tools(const schemas::tool_chat_request& r) {
@@ -187,7 +186,7 @@ private:
 rendered prepare(const schemas::tool_chat_request& r) {
   json msgs = history(json::parse(r.messages));
   const json tools = offered_tools(r);
-  if (tools.empty() && !r.function.empty()) refuse("tool_choice: no tool in tools is named '" + r.function + "'");
+  if (tools.empty() && !r.function.empty()) throw tool_chat_error("tool_choice", "no tool in tools is named '" + r.function + "'");
   rendered out;
   if (!tools.empty()) {
     const bool may_answer = r.tool_choice == choice::automatic && r.function.empty();
