@@ -64,11 +64,12 @@ if [ "$MODE" = bundle ] || [ "$MODE" = build ]; then
     stage=$(mktemp -d) && mkdir -p "$stage/bin" "$stage/lib"
     PLUGIN=$(dirname "$CONVEYOR")/libconveyor_cuda.so  # conveyor loads it beside itself for --device cuda
     cp "$CONVEYOR" "$PLUGIN" "$TESTS" "$stage/bin/"
+    git log --oneline -1 > "$stage/commit.txt"; git status --short | sed 's/^/  uncommitted: /' >> "$stage/commit.txt"
     # Every shared library but the C runtime, the C++ runtime and CUDA's own (the GPU machine has those).
     ldd "$CONVEYOR" "$PLUGIN" "$TESTS" | awk '/=> \//{print $3}' | sort -u |
       grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt)\.so' |
       xargs -r -I{} cp -L {} "$stage/lib/"
-    mkdir -p "$DIR" && tar -cJf "$DIR/bundle.tar.xz" -C "$stage" bin lib && rm -rf "$stage"
+    mkdir -p "$DIR" && tar -cJf "$DIR/bundle.tar.xz" -C "$stage" bin lib commit.txt && rm -rf "$stage"
     echo "bundle: $DIR/bundle.tar.xz ($(du -h "$DIR/bundle.tar.xz" | cut -f1)); on the GPU machine: scripts/run_gpu_checks.sh --prebuilt $DIR"
     exit 0
   fi
@@ -79,15 +80,55 @@ else
   CONVEYOR=$unpack/bin/conveyor TESTS=$unpack/bin/gpu_tests
 fi
 
-RES=${OUT:-$ROOT/build-gpu-results}
-mkdir -p "$RES"
+# The device tool returns at most 8 files from $OUT: work in a folder of our own, hand back the
+# archive and the summary.
+RES=$ROOT/build-gpu-results
+[ -n "${OUT:-}" ] && RES=/tmp/conveyor-gpu-results
+rm -rf "$RES" && mkdir -p "$RES"
+# Stage limits (seconds): the quick pass fits about 4 minutes of GPU time.
+T_SAN=$([ "$QUICK" = 1 ] && echo 60 || echo 900)
+T_HF=$([ "$QUICK" = 1 ] && echo 120 || echo 1800)
 export CONVEYOR_TEST_DATA=$ROOT/tests/data
 [ -f "$MODEL_DIR/$MODEL_NAME" ] && export CONVEYOR_CACHE=$MODEL_DIR
-{ nvidia-smi 2>&1 | head -20; git log --oneline -1 2>/dev/null; } > "$RES/machine.txt"
+{ nvidia-smi 2>&1 | head -20; cat "${unpack:-/nonexistent}/commit.txt" 2>/dev/null || git log --oneline -1 2>/dev/null; } > "$RES/machine.txt"
 
 echo "== gpu_tests"
 "$TESTS" --color_output=no --log_level=message --report_level=short 2>&1 | tee "$RES/gpu_tests.log"
 rc_tests=${PIPESTATUS[0]}
+
+echo "== conveyor gpu-bench"
+bench_args=()
+[ "$QUICK" = 1 ] && bench_args=(--steps 8 --anyscale-prompts 256)
+"$CONVEYOR" gpu-bench "${bench_args[@]}" --json "$RES/gpu_bench.json" --workload-json /tmp/conveyor-anyscale.json 2>&1 |
+  tee "$RES/gpu_bench.log"
+rc_bench=${PIPESTATUS[0]}
+
+
+# `conveyor serve --device cuda` with SmolLM2, loaded by `conveyor bench` at 1, 32 and 256 jobs in
+# flight (512-token prompts, 128 output tokens).
+rc_serve=skipped
+if [ -f "$MODEL_DIR/$MODEL_NAME" ]; then
+  echo "== conveyor serve --device cuda + conveyor bench"
+  "$CONVEYOR" serve --device cuda --model "$MODEL_DIR/$MODEL_NAME" --router tcp://127.0.0.1:5755 \
+    --pub tcp://127.0.0.1:5756 --max-num-seqs 256 > "$RES/serve.log" 2>&1 &
+  serve_pid=$!
+  sleep 3
+  rc_serve=0
+  for c in 1 32 256; do
+    kill -0 $serve_pid 2>/dev/null || { echo "serve is not running:"; tail -5 "$RES/serve.log"; rc_serve="$rc_serve died"; break; }
+    n=$((c == 1 ? 8 : 2 * c))
+    timeout 120 "$CONVEYOR" bench --router tcp://127.0.0.1:5755 --pub tcp://127.0.0.1:5756 --workload random \
+      --input-len 512 --output-len 128 --num-prompts $n --max-concurrency $c --connect-timeout 60 \
+      --no-progress --json "$RES/serve_bench_c$c.json" > "$RES/serve_bench_c$c.log" 2>&1
+    rc=$?
+    echo "concurrency $c: exit $rc" && grep -E "throughput|TTFT|ITL|TPOT" "$RES/serve_bench_c$c.log" | head -8
+    [ $rc != 0 ] && rc_serve="$rc_serve c$c:$rc"
+  done
+  kill -INT $serve_pid 2>/dev/null
+  for _ in $(seq 20); do kill -0 $serve_pid 2>/dev/null || break; sleep 0.5; done
+  kill -9 $serve_pid 2>/dev/null
+  wait $serve_pid; echo "serve exit $?"; tail -5 "$RES/serve.log"
+fi
 
 # compute-sanitizer: each tool's log in $RES; its exit code 9 means it reported errors.
 san_suites=gpu_kernels,gpu_attention_sampling,gpu_attention_wmma,gpu_arena
@@ -101,7 +142,7 @@ if [ "$SAN" != none ]; then
       echo "== compute-sanitizer --tool $tool ($san_suites)"
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
-      "$SANITIZER" --tool $tool "${extra[@]}" --error-exitcode 9 "$TESTS" --run_test=$san_suites --color_output=no \
+      timeout "$T_SAN" "$SANITIZER" --tool $tool "${extra[@]}" --error-exitcode 9 "$TESTS" --run_test=$san_suites --color_output=no \
         --log_level=warning --report_level=short > "$RES/sanitizer_$tool.log" 2>&1
       rc=$?
       tail -3 "$RES/sanitizer_$tool.log"
@@ -114,33 +155,31 @@ if [ "$SAN" != none ]; then
   fi
 fi
 
-echo "== conveyor gpu-bench"
-bench_args=()
-[ "$QUICK" = 1 ] && bench_args=(--steps 8 --anyscale-prompts 256)
-"$CONVEYOR" gpu-bench "${bench_args[@]}" --json "$RES/gpu_bench.json" --workload-json /tmp/conveyor-anyscale.json 2>&1 |
-  tee "$RES/gpu_bench.log"
-rc_bench=${PIPESTATUS[0]}
-
 rc_hf=skipped
 if [ "$HF" = 1 ] && [ -f /tmp/conveyor-anyscale.json ]; then
   echo "== Hugging Face transformers baseline"
   hf_args=()
   [ "$QUICK" = 1 ] && hf_args=(--limit 256)
-  PYTHONUNBUFFERED=1 python3 scripts/hf_gpu_baseline.py --workload /tmp/conveyor-anyscale.json "${hf_args[@]}" \
+  PYTHONUNBUFFERED=1 timeout "$T_HF" python3 scripts/hf_gpu_baseline.py --workload /tmp/conveyor-anyscale.json "${hf_args[@]}" \
     --json "$RES/hf_baseline.json" 2>&1 | tee "$RES/hf_baseline.log"
   rc_hf=${PIPESTATUS[0]}
 fi
 
+{
 echo "== summary (results in $RES)"
+cat "$RES/machine.txt"
 grep -E "test cases|failed|passed|diverges|worst relative|equal to the CPU|sampled rows" "$RES/gpu_tests.log" | head -20
 grep -E "^(device|copy|batch|[0-9]|prefill|anyscale)" "$RES/gpu_bench.log"
 [ -f "$RES/hf_baseline.log" ] && grep -E "^hf " "$RES/hf_baseline.log"
 for tool in memcheck racecheck synccheck; do
   [ -f "$RES/sanitizer_$tool.log" ] && echo "sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$RES/sanitizer_$tool.log" | tr '\n' ' ')"
 done
-echo "exit codes: gpu_tests $rc_tests, compute-sanitizer $rc_san, gpu-bench $rc_bench, hf $rc_hf"
-tar -czf "$RES/conveyor-gpu-results.tgz" --exclude=conveyor-gpu-results.tgz -C "$RES" . 2>/dev/null &&
+grep -hE "^(Output token throughput|Mean TTFT|Median ITL|Mean ITL|P99 ITL)" "$RES"/serve_bench_c*.log 2>/dev/null
+echo "exit codes: gpu_tests $rc_tests, compute-sanitizer $rc_san, gpu-bench $rc_bench, serve+bench $rc_serve, hf $rc_hf"
+} 2>&1 | tee "$RES/summary.txt"
+tar -czf /tmp/conveyor-gpu-results.tgz -C "$RES" . && mv /tmp/conveyor-gpu-results.tgz "$RES/" &&
   results=$RES/conveyor-gpu-results.tgz
+[ -n "${OUT:-}" ] && [ -n "${results:-}" ] && cp "$results" "$RES/summary.txt" "$OUT/" && results=$OUT/conveyor-gpu-results.tgz
 echo
 echo "Please send back: ${results:-the folder $RES} (machine.txt: GPU and commit; gpu_tests.log; sanitizer_*.log;"
 echo "gpu_bench.json and .log; hf_baseline.json when run) by attaching it to an issue, with the summary above."
