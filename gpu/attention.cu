@@ -144,6 +144,7 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
       const float p = m_new == -INFINITY ? 0.0f : __expf(sc - m_new);
       const float sum = warp_sum(p);
       s_s[r * kKeys + lane] = p;
+      __syncwarp();  // every lane read m_s[r] above: shuffles order no memory (racecheck on an H200)
       if (lane == 0) {
         const float alpha = m_old == -INFINITY ? 0.0f : __expf(m_old - m_new);
         a_s[r] = alpha;

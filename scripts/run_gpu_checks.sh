@@ -86,7 +86,7 @@ RES=$ROOT/build-gpu-results
 [ -n "${OUT:-}" ] && RES=/tmp/conveyor-gpu-results
 rm -rf "$RES" && mkdir -p "$RES"
 # Stage limits (seconds): the quick pass fits about 4 minutes of GPU time.
-T_SAN=$([ "$QUICK" = 1 ] && echo 60 || echo 900)
+T_SAN=$([ "$QUICK" = 1 ] && echo 150 || echo 900)
 T_HF=$([ "$QUICK" = 1 ] && echo 120 || echo 1800)
 export CONVEYOR_TEST_DATA=$ROOT/tests/data
 [ -f "$MODEL_DIR/$MODEL_NAME" ] && export CONVEYOR_CACHE=$MODEL_DIR

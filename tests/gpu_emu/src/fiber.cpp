@@ -15,17 +15,8 @@
 #include <sstream>
 #include <vector>
 
-#include "context.hpp"
-#include "conveyor_emu/device_api.hpp"
-#include "internal.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define CONVEYOR_EMU_ASAN 1
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#else
-#define CONVEYOR_EMU_ASAN 0
-#endif
+#include "scheduler.hpp"
+#include "tsan.hpp"
 
 uint3 threadIdx;
 uint3 blockIdx;
@@ -33,12 +24,8 @@ uint3 blockDim;
 uint3 gridDim;
 
 namespace conveyor_emu::detail {
-namespace {
 
-constexpr size_t kStackBytes = CONVEYOR_EMU_ASAN ? 512 * 1024 : 128 * 1024;
-constexpr size_t kSmemBytes = 256 * 1024;
-
-enum class fstate { runnable, barrier, warp, exited };
+thread_local runner* tl_runner = nullptr;
 
 const char* op_name(warp_op op) {  // in warp_op's order
   static constexpr const char* names[] = {"__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync", "__shfl_sync",
@@ -48,42 +35,24 @@ const char* op_name(warp_op op) {  // in warp_op's order
   return names[static_cast<size_t>(op)];
 }
 
-struct fiber {
-  exec_context ctx;
-  char* stack = nullptr;  // usable part, above the guard page
-  bool stack_dirty = false;
-  fstate state = fstate::exited;
-  uint3 tid{};
-  int lane = 0, warp = 0;
-  std::source_location site;
-  warp_op op = warp_op::syncwarp;
-  unsigned mask = 0;
-  uint64_t in = 0, out = 0;
-  int param = 0, width = 32;
-  void* fake_stack = nullptr;
-};
+std::string where(const std::source_location& s) {
+  std::string file = s.file_name();
+  if (auto p = file.rfind('/'); p != std::string::npos) file = file.substr(p + 1);
+  return file + ":" + std::to_string(s.line());
+}
 
-struct shared_slot {
-  const void* key;
-  size_t off;
-};
+void yield(runner& r, fiber& f) {
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_start_switch_fiber(&f.fake_stack, r.sched_bottom, r.sched_size);
+#endif
+  tsan::switch_to(r.host_tsan);
+  switch_context(f.ctx, r.sched);
+#if CONVEYOR_EMU_ASAN
+  __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
+#endif
+}
 
-struct runner {
-  std::vector<fiber> fibers;
-  exec_context sched;
-  const kernel_launch* k = nullptr;
-  std::vector<int> order;
-  int n = 0, current = -1;
-  std::string fault;
-  alignas(256) unsigned char smem[kSmemBytes];
-  size_t dyn_end = 0, static_end = 0, guard_end = 0;
-  std::vector<shared_slot> slots;
-  const void* sched_bottom = nullptr;
-  size_t sched_size = 0;
-  std::mt19937_64 rng{1};
-};
-
-thread_local runner* tl_runner = nullptr;
+namespace {
 
 runner& the_runner() {
   if (!tl_runner) {
@@ -93,25 +62,6 @@ runner& the_runner() {
   return *tl_runner;
 }
 
-fiber& current_fiber(const char* what, const std::source_location& loc) {
-  runner* r = tl_runner;
-  if (!r || r->current < 0) {
-    std::ostringstream m;
-    m << what << " called outside a kernel at " << loc.file_name() << ":" << loc.line();
-    throw fault_error(m.str());
-  }
-  return r->fibers[static_cast<size_t>(r->current)];
-}
-
-void yield(runner& r, fiber& f) {
-#if CONVEYOR_EMU_ASAN
-  __sanitizer_start_switch_fiber(&f.fake_stack, r.sched_bottom, r.sched_size);
-#endif
-  switch_context(f.ctx, r.sched);
-#if CONVEYOR_EMU_ASAN
-  __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
-#endif
-}
 
 void fiber_entry(long idx) {
   runner& r = *tl_runner;
@@ -119,6 +69,7 @@ void fiber_entry(long idx) {
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &r.sched_bottom, &r.sched_size);
 #endif
+  tsan::acquire(&r.sync_launch);  // the host's work before the block
   try {
     r.k->body();
   } catch (const std::exception& e) {
@@ -127,6 +78,8 @@ void fiber_entry(long idx) {
     if (r.fault.empty()) r.fault = "a non-standard exception escaped the kernel";
   }
   f.state = fstate::exited;
+  tsan::release(&r.sync_done);  // for the host's work after the kernel
+  tsan::switch_to(r.host_tsan);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, r.sched_bottom, r.sched_size);
 #endif
@@ -142,17 +95,12 @@ void resume(runner& r, int i) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
+  tsan::switch_to(f.tsan);
   switch_context(r.sched, f.ctx);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
   r.current = -1;
-}
-
-std::string where(const std::source_location& s) {
-  std::string file = s.file_name();
-  if (auto p = file.rfind('/'); p != std::string::npos) file = file.substr(p + 1);
-  return file + ":" + std::to_string(s.line());
 }
 
 // "128 threads: 64 wait at __syncthreads (attention.cu:88) [0..63]; 64 exited [64..127]"
@@ -231,6 +179,7 @@ void try_complete_warp(runner& r, int i) {
   }
   for (int lane = 0; lane < 32; ++lane)
     if ((f.mask >> lane) & 1u) r.fibers[static_cast<size_t>(base + lane)].state = fstate::runnable;
+  if (f.op == warp_op::syncwarp) ++r.warp_gen[f.warp];
 }
 
 void reorder(runner& r) {
@@ -251,11 +200,14 @@ void run_block(runner& r) {
 #else
   r.guard_end = std::min(kSmemBytes, r.k->dyn_smem + kSmemGuardBytes);
 #endif
+  tsan::acquire(&r.sync_done);  // the previous block's threads, before the host refills their memory
   std::memset(r.smem, 0xFF, r.guard_end);  // garbage (NaN) in the launch's memory and the guard band
+  tsan::release(&r.sync_launch);  // the host's work so far, for this block's threads
   const dim3 b = r.k->block;
   for (int i = 0; i < r.n; ++i) {
     fiber& f = r.fibers[static_cast<size_t>(i)];
     if (!f.stack) f.stack = new_fiber_stack(kStackBytes);
+    if (!f.tsan) f.tsan = tsan::create();
 #if CONVEYOR_EMU_ASAN
     if (f.stack_dirty) ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);
 #endif
@@ -295,6 +247,7 @@ void run_block(runner& r) {
           throw fault_error("divergent __syncthreads (different call sites): " + describe(r));
       }
       for (int i = 0; i < r.n; ++i) r.fibers[static_cast<size_t>(i)].state = fstate::runnable;
+      ++r.block_gen;
       if (current_thread_order() == thread_order::random) reorder(r);
       continue;
     }
@@ -303,65 +256,6 @@ void run_block(runner& r) {
 }
 
 } // namespace
-
-void syncthreads(const std::source_location& loc) {
-  fiber& f = current_fiber("__syncthreads", loc);
-  f.state = fstate::barrier;
-  f.site = loc;
-  yield(*tl_runner, f);
-}
-
-uint64_t warp_exchange(warp_op op, unsigned mask, uint64_t value, int param, int width, const std::source_location& loc) {
-  fiber& f = current_fiber(op_name(op), loc);
-  f.state = fstate::warp;
-  f.site = loc;
-  f.op = op;
-  f.mask = mask;
-  f.in = value;
-  f.param = param;
-  f.width = width;
-  yield(*tl_runner, f);
-  return f.out;
-}
-
-void* static_shared(const void* key, size_t bytes, size_t align, const char* type_name) {
-  current_fiber("a __shared__ variable", std::source_location::current());
-  runner& r = *tl_runner;
-  for (const shared_slot& s : r.slots)
-    if (s.key == key) return r.smem + s.off;
-  const size_t off = (r.static_end + align - 1) / align * align, end = off + bytes;
-  if (end - r.dyn_end > kStaticSmemLimit || end > r.k->smem_optin || end > kSmemBytes)
-    throw fault_error("static shared memory (" + std::to_string(end - r.dyn_end) + " B, the last " + type_name +
-                      ") plus dynamic (" + std::to_string(r.k->dyn_smem) + " B) exceeds the limits (48 KiB static, " +
-                      std::to_string(r.k->smem_optin) + " B in all)");
-#if CONVEYOR_EMU_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(r.smem + off, bytes);
-#endif
-  std::memset(r.smem + off, 0xFF, bytes);
-  r.static_end = end;
-  r.slots.push_back({key, off});
-  return r.smem + off;
-}
-
-void check_shared_range(const void* p, size_t bytes, const std::source_location& loc) {
-  const runner* r = tl_runner;
-  const size_t off = reinterpret_cast<uintptr_t>(p) - (r ? reinterpret_cast<uintptr_t>(r->smem) : 0);
-  if (!r || !r->k || off >= kSmemBytes) return;  // not in the block's shared memory (off wraps below it)
-  if (const size_t have = r->slots.empty() ? r->k->dyn_smem : r->static_end; off + bytes > have)
-    throw fault_error("shared memory [" + std::to_string(off) + ", " + std::to_string(off + bytes) + ") runs past the block's " +
-                      std::to_string(have) + " B at " + where(loc));
-}
-
-void* dynamic_shared() {
-  current_fiber("dynamic shared memory", std::source_location::current());
-  return tl_runner->smem;
-}
-
-void device_fault(const char* what, const std::source_location& loc) { throw fault_error(std::string(what) + " at " + where(loc)); }
-
-void reseed_thread_order(uint64_t seed) {
-  if (tl_runner) tl_runner->rng.seed(seed);
-}
 
 void run_kernel(const kernel_launch& k) {
   runner& r = the_runner();
@@ -374,6 +268,7 @@ void run_kernel(const kernel_launch& k) {
   r.fault.clear();
   blockDim = uint3{k.block.x, k.block.y, k.block.z};
   gridDim = uint3{k.grid.x, k.grid.y, k.grid.z};
+  r.host_tsan = tsan::current();
   try {
     for (unsigned z = 0; z < k.grid.z; ++z)
       for (unsigned y = 0; y < k.grid.y; ++y)
@@ -390,9 +285,11 @@ void run_kernel(const kernel_launch& k) {
         }
   } catch (...) {
     r.k = nullptr;
+    tsan::acquire(&r.sync_done);
     throw;
   }
   r.k = nullptr;
+  tsan::acquire(&r.sync_done);
 }
 
 } // namespace conveyor_emu::detail
