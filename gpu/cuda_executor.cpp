@@ -98,7 +98,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   split_tokens_cap_ = graph_max;
   // A graph launches as many splits as the eager policy could choose for any context up to
   // max_len; each replay reads its own step's split length (splits past the context return).
-  graph_splits_ = max_len > 1024 ? std::min(kMaxSplits, (max_len + 511) / 512) : 1;
+  graph_splits_ = std::max(1, std::min(kMaxSplits, (max_len + kMinSplitLen - 1) / kMinSplitLen));
 
   // Activations and constants, sized for the capacities.
   const int64_t T = caps.tokens, S = caps.seqs, d = cfg_.n_embd, nq = int64_t{cfg_.n_head} * hd,

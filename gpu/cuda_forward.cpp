@@ -64,12 +64,17 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
   launch_sample(logits_, S, cfg_.vocab_size, m.sampling, out_ids_, out_lp_, st);
 }
 
-// Split the context when the step has few tiles (a few long decodes would leave most SMs idle):
-// about 512 positions per split, at most 32 splits, only for steps of up to split_tokens_cap_
-// tokens (the partials' workspace).
-int32_t cuda_executor::split_len_for(int32_t max_ctx) const {
-  if (max_ctx <= 1024) return 0;
-  const int32_t n = std::min(max_splits_, (max_ctx + 511) / 512);
+// Split the context when the step has few tiles (a few decodes would leave most SMs idle): enough
+// splits for about 2 CTAs per SM, each at least kMinSplitLen positions (two 32-key tiles, so a
+// CTA's prologue and the combine stay a small share), at most max_splits_, only for steps of up
+// to split_tokens_cap_ tokens (the partials' workspace). Measured on an H200 before this policy
+// (docs/gpu.md §8): at context 1030 it cut 3 splits of 352 positions, 24 CTAs for 132 SMs, 38 µs
+// per layer for 4 MB of K/V; now 17 splits of 64, 136 CTAs.
+int32_t cuda_executor::split_len_for(int32_t max_ctx, int32_t tiles) const {
+  const int32_t ctas = std::max(1, tiles * cfg_.n_head_kv);
+  const int32_t want = (2 * sm_count_ + ctas - 1) / ctas;
+  const int32_t n = std::min({max_splits_, want, (max_ctx + kMinSplitLen - 1) / kMinSplitLen});
+  if (n <= 1) return 0;
   const int32_t len = ((max_ctx + n - 1) / n + 31) / 32 * 32;
   return (max_ctx + len - 1) / len > 1 ? len : 0;
 }
@@ -77,7 +82,7 @@ int32_t cuda_executor::split_len_for(int32_t max_ctx) const {
 attn_split cuda_executor::eager_split(const step_shape& sh) const {
   attn_split sp;
   if (sh.tokens > split_tokens_cap_ || sh.tiles * cfg_.n_head_kv >= 2 * sm_count_) return sp;
-  sp.split_len = split_len_for(sh.max_ctx);
+  sp.split_len = split_len_for(sh.max_ctx, sh.tiles);
   if (sp.split_len == 0) return attn_split{};
   sp.n_splits = (sh.max_ctx + sp.split_len - 1) / sp.split_len;
   sp.part_o = part_o_;

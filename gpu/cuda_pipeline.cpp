@@ -45,7 +45,7 @@ void cuda_executor::submit(const step_plan& plan) {
   const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks, prev_row_);
   const bool graph_splits = bucket > 0 && graph_splits_ > 1 && bucket * cfg_.n_head_kv < 2 * sm_count_;
   if (graph_splits) {
-    const int32_t len = split_len_for(sh.max_ctx);
+    const int32_t len = split_len_for(sh.max_ctx, bucket);
     meta_->set_split_len(len > 0 ? len : (info_.max_model_len + 31) / 32 * 32);  // 0: one split holds it all
   }
   meta_->upload(sh, stream_);

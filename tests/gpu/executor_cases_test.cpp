@@ -143,6 +143,30 @@ BOOST_AUTO_TEST_CASE(long_context_with_peaked_attention_and_llama3_rope) {
   BOOST_TEST(gpu.last_split().active() >= 2);
 }
 
+// Short contexts split too when a step has few tiles. On an H200 (docs/gpu.md §8) one decode at
+// context 1030 ran on 3 splits of 352 positions, 24 CTAs for 132 SMs, and below 1024 positions
+// on none; the policy now cuts 64-position splits until ~2 CTAs per SM. A decode at context 202:
+// 4 splits, graphs and eager, equal to the CPU.
+BOOST_AUTO_TEST_CASE(short_decodes_split_to_fill_the_device) {
+  auto f = tiny_file("short_split", model::tiny_config_a());
+  const int32_t V = 269, len = 200;
+  for (bool graphs : {true, false}) {
+    model::cpu_executor cpu(f, cpu_opts(16, 40));
+    cuda_executor gpu(f, gpu_opts(16, 40, graphs));
+    std::vector<lock_seq> seqs(1);
+    seqs[0].prompt = prompt_of(len, V, 5);
+    seqs[0].chunk = 128;
+    seqs[0].max_new = 3;
+    int32_t rows = 0;
+    const double err = lockstep(cpu, gpu, seqs, 40, rows);
+    BOOST_TEST(err < 3e-2, (graphs ? "graphs" : "eager") << ": relative logit error " << err);
+    const auto& s = gpu.last_split();  // the last decode, at context 202
+    BOOST_TEST(s.graph == graphs);
+    BOOST_TEST(s.split_len == 64);
+    BOOST_TEST(s.active() == 4, "a decode at context " << s.max_ctx << " ran on " << s.active() << " split(s) of " << s.split_len);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sixty_four_sequences_per_step) {
   auto f = tiny_file("seqs64", model::tiny_config_a());
   const int32_t V = 269;
