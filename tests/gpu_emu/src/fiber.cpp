@@ -269,20 +269,27 @@ void run_kernel(const kernel_launch& k) {
   blockDim = uint3{k.block.x, k.block.y, k.block.z};
   gridDim = uint3{k.grid.x, k.grid.y, k.grid.z};
   r.host_tsan = tsan::current();
+  // Blocks run one at a time in the thread order's sense: forward, reverse or a seeded shuffle,
+  // so a result that depends on which block ran first fails in one of the ctest runs.
+  const size_t nb = size_t{k.grid.x} * k.grid.y * k.grid.z;
+  r.blocks.resize(nb);
+  for (size_t b = 0; b < nb; ++b) r.blocks[b] = b;
+  if (const thread_order o = current_thread_order(); o == thread_order::reverse) std::reverse(r.blocks.begin(), r.blocks.end());
+  else if (o == thread_order::random) std::shuffle(r.blocks.begin(), r.blocks.end(), r.rng);
   try {
-    for (unsigned z = 0; z < k.grid.z; ++z)
-      for (unsigned y = 0; y < k.grid.y; ++y)
-        for (unsigned x = 0; x < k.grid.x; ++x) {
-          blockIdx = uint3{x, y, z};
-          try {
-            run_block(r);
-          } catch (const fault_error& e) {
-            std::ostringstream m;
-            m << "kernel " << k.name << " (grid " << k.grid.x << "x" << k.grid.y << "x" << k.grid.z << ", block " << k.block.x
-              << "x" << k.block.y << "x" << k.block.z << "), block (" << x << "," << y << "," << z << "): " << e.what();
-            throw fault_error(m.str());
-          }
-        }
+    for (const size_t b : r.blocks) {
+      const unsigned x = static_cast<unsigned>(b % k.grid.x), y = static_cast<unsigned>(b / k.grid.x % k.grid.y),
+                     z = static_cast<unsigned>(b / (size_t{k.grid.x} * k.grid.y));
+      blockIdx = uint3{x, y, z};
+      try {
+        run_block(r);
+      } catch (const fault_error& e) {
+        std::ostringstream m;
+        m << "kernel " << k.name << " (grid " << k.grid.x << "x" << k.grid.y << "x" << k.grid.z << ", block " << k.block.x << "x"
+          << k.block.y << "x" << k.block.z << "), block (" << x << "," << y << "," << z << "): " << e.what();
+        throw fault_error(m.str());
+      }
+    }
   } catch (...) {
     r.k = nullptr;
     tsan::acquire(&r.sync_done);

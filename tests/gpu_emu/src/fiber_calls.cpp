@@ -61,7 +61,7 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* typ
   ASAN_UNPOISON_MEMORY_REGION(r.smem + off, bytes);
 #endif
   {
-    tsan::unrecorded_writes garbage;  // no thread's write: the first thread to declare it fills it
+    [[maybe_unused]] tsan::unrecorded_writes garbage;  // no thread's write: the first thread to declare it fills it
     std::memset(r.smem + off, 0xFF, bytes);
   }
   r.static_end = end;

@@ -53,6 +53,7 @@ struct runner {
   exec_context sched;
   const kernel_launch* k = nullptr;
   std::vector<int> order;
+  std::vector<size_t> blocks;  // the launch's blocks (linear ids) in the order they run
   int n = 0, current = -1;
   std::string fault;
   alignas(256) unsigned char smem[kSmemBytes];

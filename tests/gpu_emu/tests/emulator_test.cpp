@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,11 @@ __global__ void static_and_dynamic_smem_kernel(int* out, int n) {
 
 __global__ void add_kernel(int* p, int v) { p[threadIdx.x] += v; }
 
+// out[block] = the order the block ran in (a ticket from one counter).
+__global__ void block_ticket_kernel(int* out, int* counter) {
+  if (threadIdx.x == 0) out[blockIdx.x + gridDim.x * blockIdx.y] = atomicAdd(counter, 1);
+}
+
 struct device_ints {
   int* p = nullptr;
   explicit device_ints(size_t n) { BOOST_REQUIRE(cudaMalloc(&p, n * sizeof(int)) == cudaSuccess); }
@@ -146,6 +152,28 @@ BOOST_AUTO_TEST_CASE(warp_operations_follow_cuda) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(thread_orders_also_order_blocks) {
+  const auto saved = conveyor_emu::current_thread_order();
+  device_ints d(25), counter(1);
+  auto tickets = [&](conveyor_emu::thread_order o) {
+    conveyor_emu::set_thread_order(o, 3);
+    BOOST_REQUIRE(cudaMemset(counter.p, 0, sizeof(int)) == cudaSuccess);
+    CONVEYOR_LAUNCH(block_ticket_kernel, dim3(5, 5), 32, 0, nullptr, d.p, counter.p);
+    BOOST_REQUIRE(run_and_fault() == "");
+    return d.get(25);
+  };
+  std::vector<int> forward(25), reverse(25);
+  for (int i = 0; i < 25; ++i) forward[size_t(i)] = i, reverse[size_t(i)] = 24 - i;
+  BOOST_TEST(tickets(conveyor_emu::thread_order::forward) == forward, boost::test_tools::per_element());
+  BOOST_TEST(tickets(conveyor_emu::thread_order::reverse) == reverse, boost::test_tools::per_element());
+  std::vector<int> shuffled = tickets(conveyor_emu::thread_order::random);
+  BOOST_TEST(shuffled != forward);
+  BOOST_TEST(shuffled != reverse);
+  std::sort(shuffled.begin(), shuffled.end());
+  BOOST_TEST(shuffled == forward, boost::test_tools::per_element());  // each block once
+  conveyor_emu::set_thread_order(saved, 1);
 }
 
 BOOST_AUTO_TEST_CASE(shared_memory_and_its_limits) {

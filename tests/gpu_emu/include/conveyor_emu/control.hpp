@@ -27,8 +27,8 @@ void configure(const std::vector<device_config>& devices);
 const std::vector<device_config>& devices();
 
 enum class thread_order { forward, reverse, random };
-/// Order in which a block's threads run between barriers (default from CONVEYOR_EMU_ORDER:
-/// forward | reverse | random[:seed]).
+/// Order in which a block's threads run between barriers, and a launch's blocks run (default
+/// from CONVEYOR_EMU_ORDER: forward | reverse | random[:seed]).
 void set_thread_order(thread_order o, uint64_t seed = 1);
 thread_order current_thread_order();
 const char* thread_order_name(thread_order o);
