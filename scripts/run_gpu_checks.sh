@@ -20,11 +20,12 @@
 #   scripts/run_gpu_checks.sh --stage-model DIR  copy SmolLM2 parts (split -b 45M) from DIR to
 #                                            /tmp/conveyor-models and join them when all are there
 # Options: --quick (fewer steps and requests), --no-hf (skip the transformers baseline),
+#          --no-profile (skip the Nsight Compute profile of the decode steps),
 #          --no-sanitize (skip compute-sanitizer), --sanitize-all (every suite under it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-MODE=build DIR= QUICK=0 HF=1 SAN=kernels
+MODE=build DIR= QUICK=0 HF=1 SAN=kernels PROFILE=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) MODE=bundle DIR=$2; shift ;;
@@ -32,6 +33,7 @@ while [ $# -gt 0 ]; do
     --stage-model) MODE=stage DIR=$2; shift ;;
     --quick) QUICK=1 ;;
     --no-hf) HF=0 ;;
+    --no-profile) PROFILE=0 ;;
     --no-sanitize) SAN=none ;;
     --sanitize-all) SAN=all ;;
     *) echo "run_gpu_checks.sh: unknown argument '$1' (see the header of this file)" >&2; exit 2 ;;
@@ -104,6 +106,27 @@ bench_args=()
 rc_bench=${PIPESTATUS[0]}
 
 
+# Nsight Compute: kernel durations and DRAM bytes of the batch-1 context fill and decode steps
+# (every kernel), and of the attention kernel alone at batch 64 (docs/gpu.md §8: the profile that
+# says where a step's time goes); scripts/ncu_summary.py makes the tables.
+rc_prof=skipped
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+if [ "$PROFILE" = 1 ] && [ -x "$NCU" ]; then
+  echo "== Nsight Compute profile"
+  metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  timeout 120 "$NCU" --clock-control none --csv --page raw --metrics $metrics -k 'regex:^(?!fill)' --launch-count 1500 \
+    --log-file "$RES/ncu_batch1.csv" "$CONVEYOR" gpu-bench --batches 1 --steps 2 --gemm-size 1024 --anyscale-prompts 0 \
+    > "$RES/ncu_batch1.log" 2>&1
+  rc_prof=$?
+  timeout 120 "$NCU" --clock-control none --csv --page raw --metrics $metrics -k 'regex:paged_attention_(tiled|combine)' \
+    --launch-count 128 --log-file "$RES/ncu_batch64_attention.csv" "$CONVEYOR" gpu-bench --batches 64 --steps 2 \
+    --gemm-size 1024 --anyscale-prompts 0 > "$RES/ncu_batch64.log" 2>&1
+  rc_prof="$rc_prof $?"
+  python3 scripts/ncu_summary.py "$RES/ncu_batch1.csv" --steps 3 > "$RES/ncu_summary.txt" 2>&1
+  python3 scripts/ncu_summary.py "$RES/ncu_batch64_attention.csv" --steps 1 >> "$RES/ncu_summary.txt" 2>&1
+  head -40 "$RES/ncu_summary.txt"
+fi
+
 # `conveyor serve --device cuda` with SmolLM2, loaded by `conveyor bench` at 1, 32 and 256 jobs in
 # flight (512-token prompts, 128 output tokens).
 rc_serve=skipped
@@ -175,7 +198,8 @@ for tool in memcheck racecheck synccheck; do
   [ -f "$RES/sanitizer_$tool.log" ] && echo "sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$RES/sanitizer_$tool.log" | tr '\n' ' ')"
 done
 grep -hE "^(Output token throughput|Mean TTFT|Median ITL|Mean ITL|P99 ITL)" "$RES"/serve_bench_c*.log 2>/dev/null
-echo "exit codes: gpu_tests $rc_tests, compute-sanitizer $rc_san, gpu-bench $rc_bench, serve+bench $rc_serve, hf $rc_hf"
+[ -f "$RES/ncu_summary.txt" ] && grep -E "^step" "$RES/ncu_summary.txt"
+echo "exit codes: gpu_tests $rc_tests, compute-sanitizer $rc_san, gpu-bench $rc_bench, profile $rc_prof, serve+bench $rc_serve, hf $rc_hf"
 } 2>&1 | tee "$RES/summary.txt"
 tar -czf /tmp/conveyor-gpu-results.tgz -C "$RES" . && mv /tmp/conveyor-gpu-results.tgz "$RES/" &&
   results=$RES/conveyor-gpu-results.tgz
