@@ -45,7 +45,7 @@ void yield(runner& r, fiber& f) {
 #if CONVEYOR_EMU_ASAN
   __sanitizer_start_switch_fiber(&f.fake_stack, r.sched_bottom, r.sched_size);
 #endif
-  tsan::switch_to(r.host_tsan);
+  if (!r.tsan_blocks) tsan::switch_to(r.host_tsan);
   switch_context(f.ctx, r.sched);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(f.fake_stack, &r.sched_bottom, &r.sched_size);
@@ -58,6 +58,8 @@ runner& the_runner() {
   if (!tl_runner) {
     tl_runner = new runner();  // lives as long as the host thread (fiber stacks are reused)
     tl_runner->rng.seed(thread_order_seed());
+    tl_runner->smem = reinterpret_cast<unsigned char*>(new_fiber_stack(kSmemBytes));  // a guarded mapping
+    tl_runner->tsan_blocks = tsan::blocks_mode();
   }
   return *tl_runner;
 }
@@ -79,7 +81,7 @@ void fiber_entry(long idx) {
   }
   f.state = fstate::exited;
   tsan::release(&r.sync_done);  // for the host's work after the kernel
-  tsan::switch_to(r.host_tsan);
+  if (!r.tsan_blocks) tsan::switch_to(r.host_tsan);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, r.sched_bottom, r.sched_size);
 #endif
@@ -95,7 +97,7 @@ void resume(runner& r, int i) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
-  tsan::switch_to(f.tsan);
+  if (!r.tsan_blocks) tsan::switch_to(f.tsan);
   switch_context(r.sched, f.ctx);
 #if CONVEYOR_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
@@ -200,14 +202,19 @@ void run_block(runner& r) {
 #else
   r.guard_end = std::min(kSmemBytes, r.k->dyn_smem + kSmemGuardBytes);
 #endif
-  tsan::acquire(&r.sync_done);  // the previous block's threads, before the host refills their memory
-  std::memset(r.smem, 0xFF, r.guard_end);  // garbage (NaN) in the launch's memory and the guard band
+  if (r.tsan_blocks) tsan::fresh_pages(r.smem, (r.smem_used + 4095) / 4096 * 4096);  // forget the last block's
+  else tsan::acquire(&r.sync_done);  // the previous block's threads, before the host refills their memory
+  {
+    [[maybe_unused]] tsan::unrecorded garbage;
+    std::memset(r.smem, 0xFF, r.guard_end);  // garbage (NaN) in the launch's memory and the guard band
+  }
   tsan::release(&r.sync_launch);  // the host's work so far, for this block's threads
   const dim3 b = r.k->block;
   for (int i = 0; i < r.n; ++i) {
     fiber& f = r.fibers[static_cast<size_t>(i)];
     if (!f.stack) f.stack = new_fiber_stack(kStackBytes);
-    if (!f.tsan) f.tsan = tsan::create();
+    if (r.tsan_blocks) tsan::fresh_pages(f.stack + kStackBytes - kTsanStackReset, kTsanStackReset);
+    if (!r.tsan_blocks && !f.tsan) f.tsan = tsan::create(("thread " + std::to_string(i)).c_str());
 #if CONVEYOR_EMU_ASAN
     if (f.stack_dirty) ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);
 #endif
@@ -220,6 +227,21 @@ void run_block(runner& r) {
     make_context(f.ctx, f.stack, kStackBytes, fiber_entry, i);
   }
   reorder(r);
+  struct block_fiber {  // CONVEYOR_EMU_TSAN_MODE=blocks: the block's threads as one TSan fiber
+    runner& r;
+    explicit block_fiber(runner& run) : r(run) {
+      if (!r.tsan_blocks) return;
+      // A ring of fibers, reused: blocks kTsanBlockFibers apart in time share one and are ordered,
+      // any nearer two are not (creating a TSan fiber per block costs more than the block).
+      void*& f = r.block_fibers[r.block_count++ % kTsanBlockFibers];
+      if (!f) f = tsan::create(("block fiber " + std::to_string(r.block_count % kTsanBlockFibers)).c_str());
+      r.block_tsan = f;
+      tsan::switch_to(r.block_tsan);
+    }
+    ~block_fiber() {
+      if (r.tsan_blocks) tsan::switch_to(r.host_tsan);
+    }
+  } as_one_fiber(r);
   for (;;) {
     bool ran = false;
     for (int k = 0; k < r.n; ++k) {
@@ -238,6 +260,7 @@ void run_block(runner& r) {
       exited += r.fibers[static_cast<size_t>(i)].state == fstate::exited;
       at_barrier += r.fibers[static_cast<size_t>(i)].state == fstate::barrier;
     }
+    if (exited == r.n) r.smem_used = std::max(r.dyn_end, r.static_end);  // what its threads may have touched
     if (exited == r.n) return check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
     if (at_barrier == r.n) {
       const std::source_location& s0 = r.fibers[0].site;
@@ -269,6 +292,7 @@ void run_kernel(const kernel_launch& k) {
   blockDim = uint3{k.block.x, k.block.y, k.block.z};
   gridDim = uint3{k.grid.x, k.grid.y, k.grid.z};
   r.host_tsan = tsan::current();
+  r.smem_used = kSmemBytes;  // a fault may have left the last block's extent unrecorded
   // Blocks run one at a time in the thread order's sense: forward, reverse or a seeded shuffle,
   // so a result that depends on which block ran first fails in one of the ctest runs.
   const size_t nb = size_t{k.grid.x} * k.grid.y * k.grid.z;

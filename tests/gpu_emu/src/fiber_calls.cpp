@@ -25,9 +25,9 @@ void syncthreads(const std::source_location& loc) {
   f.site = loc;
   runner& r = *tl_runner;
   const int gen = r.block_gen & 1;  // the scheduler advances it when the barrier opens
-  tsan::release(&r.sync_block[gen]);
+  if (!r.tsan_blocks) tsan::release(&r.sync_block[gen]);
   yield(r, f);
-  tsan::acquire(&r.sync_block[gen]);
+  if (!r.tsan_blocks) tsan::acquire(&r.sync_block[gen]);
 }
 
 uint64_t warp_exchange(warp_op op, unsigned mask, uint64_t value, int param, int width, const std::source_location& loc) {
@@ -41,9 +41,10 @@ uint64_t warp_exchange(warp_op op, unsigned mask, uint64_t value, int param, int
   f.width = width;
   runner& r = *tl_runner;
   const int gen = r.warp_gen[f.warp] & 1;  // advanced when the __syncwarp completes
-  if (op == warp_op::syncwarp) tsan::release(&r.sync_warp[f.warp][gen]);
+  const bool annotate = op == warp_op::syncwarp && !r.tsan_blocks;
+  if (annotate) tsan::release(&r.sync_warp[f.warp][gen]);
   yield(r, f);
-  if (op == warp_op::syncwarp) tsan::acquire(&r.sync_warp[f.warp][gen]);
+  if (annotate) tsan::acquire(&r.sync_warp[f.warp][gen]);
   return f.out;
 }
 
@@ -61,7 +62,7 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* typ
   ASAN_UNPOISON_MEMORY_REGION(r.smem + off, bytes);
 #endif
   {
-    [[maybe_unused]] tsan::unrecorded_writes garbage;  // no thread's write: the first thread to declare it fills it
+    [[maybe_unused]] tsan::unrecorded garbage;  // no thread's write: the first thread to declare it fills it
     std::memset(r.smem + off, 0xFF, bytes);
   }
   r.static_end = end;

@@ -24,6 +24,10 @@ namespace conveyor_emu::detail {
 
 constexpr size_t kStackBytes = CONVEYOR_EMU_ASAN ? 512 * 1024 : 128 * 1024;
 constexpr size_t kSmemBytes = 256 * 1024;
+/// CONVEYOR_EMU_TSAN_MODE=blocks: the top of each fiber stack handed to a new block afresh (tsan.hpp).
+constexpr size_t kTsanStackReset = 8 * 1024;
+/// CONVEYOR_EMU_TSAN_MODE=blocks: the TSan fibers blocks take turns on (tsan.hpp).
+constexpr size_t kTsanBlockFibers = 16;
 
 enum class fstate { runnable, barrier, warp, exited };
 
@@ -56,8 +60,9 @@ struct runner {
   std::vector<size_t> blocks;  // the launch's blocks (linear ids) in the order they run
   int n = 0, current = -1;
   std::string fault;
-  alignas(256) unsigned char smem[kSmemBytes];
+  unsigned char* smem = nullptr;  // kSmemBytes, page-aligned (its own mapping)
   size_t dyn_end = 0, static_end = 0, guard_end = 0;
+  size_t smem_used = kSmemBytes;  // shared memory the last block's threads could reach (TSan blocks mode)
   std::vector<shared_slot> slots;
   const void* sched_bottom = nullptr;
   size_t sched_size = 0;
@@ -66,6 +71,10 @@ struct runner {
   // rules map to. Barrier objects alternate by generation, so a thread that left a barrier and
   // reached the next cannot hand its new accesses to a thread still leaving the first.
   void* host_tsan = nullptr;
+  bool tsan_blocks = false;       // CONVEYOR_EMU_TSAN_MODE=blocks (tsan.hpp)
+  void* block_tsan = nullptr;     // in that mode, the running block's fiber, from this ring
+  void* block_fibers[kTsanBlockFibers] = {};
+  uint64_t block_count = 0;
   char sync_launch = 0, sync_done = 0, sync_block[2] = {}, sync_warp[32][2] = {};
   int block_gen = 0, warp_gen[32] = {};
 };

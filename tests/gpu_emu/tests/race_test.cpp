@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -40,7 +41,7 @@ std::vector<float> run_running_max(int warps) {
   BOOST_REQUIRE(cudaMalloc(&in, host.size() * sizeof(float)) == cudaSuccess);
   BOOST_REQUIRE(cudaMalloc(&out, static_cast<size_t>(warps) * sizeof(float)) == cudaSuccess);
   BOOST_REQUIRE(cudaMemcpy(in, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-  CONVEYOR_LAUNCH(running_max_kernel<kSyncWarp>, 2, n, 0, nullptr, in, out);
+  CONVEYOR_LAUNCH(running_max_kernel<kSyncWarp>, 1, n, 0, nullptr, in, out);  // one block: it writes out[0, warps)
   std::vector<float> got(static_cast<size_t>(warps));
   BOOST_REQUIRE(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(in);
@@ -53,10 +54,36 @@ std::vector<float> run_running_max(int warps) {
   return got;
 }
 
-boost::test_tools::assertion_result race_demo_requested(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result r(std::getenv("CONVEYOR_EMU_EXPECT_RACE") != nullptr);
-  r.message() << "runs under ThreadSanitizer from scripts/gpu_emu_tsan.sh, which requires its race report";
-  return r;
+// Block b stores b into words [first, first + blockDim) where first = b * stride: with stride <
+// blockDim neighbouring blocks write the same words (a tile sized past its rows, a split writing
+// another's partials), a race between blocks.
+__global__ void block_rows_kernel(int* out, int stride) {
+  out[static_cast<int>(blockIdx.x) * stride + static_cast<int>(threadIdx.x)] = static_cast<int>(blockIdx.x);
+}
+
+void run_block_rows(int blocks, int threads, int stride) {
+  const int n = stride * (blocks - 1) + threads;
+  int* out = nullptr;
+  BOOST_REQUIRE(cudaMalloc(&out, static_cast<size_t>(n) * sizeof(int)) == cudaSuccess);
+  CONVEYOR_LAUNCH(block_rows_kernel, blocks, threads, 0, nullptr, out, stride);
+  std::vector<int> got(static_cast<size_t>(n));
+  BOOST_REQUIRE(cudaMemcpy(got.data(), out, got.size() * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
+  cudaFree(out);
+  for (int i = 0; i < n; ++i) {  // some block that covers word i wrote it
+    const int b = got[static_cast<size_t>(i)];
+    BOOST_TEST((b >= 0 && b < blocks && b * stride <= i && i < b * stride + threads), "word " << i << " holds " << b);
+  }
+}
+
+// The planted races run only when scripts/gpu_emu_tsan.sh asks (CONVEYOR_EMU_EXPECT_RACE=threads
+// or blocks, with the matching CONVEYOR_EMU_TSAN_MODE), and it fails unless TSan reports them.
+boost::unit_test::precondition race_demo(const char* which) {
+  return boost::unit_test::precondition([which](boost::unit_test::test_unit_id) {
+    const char* want = std::getenv("CONVEYOR_EMU_EXPECT_RACE");
+    boost::test_tools::assertion_result r(want != nullptr && std::string(want) == which);
+    r.message() << "runs under ThreadSanitizer from scripts/gpu_emu_tsan.sh, which requires its race report";
+    return r;
+  });
 }
 
 } // namespace
@@ -65,10 +92,10 @@ BOOST_AUTO_TEST_SUITE(emulator_races)
 
 BOOST_AUTO_TEST_CASE(shared_memory_ordered_by_syncwarp) { run_running_max<true>(4); }
 
-// A planted race: scripts/gpu_emu_tsan.sh runs this case alone and fails unless ThreadSanitizer
-// reports it (the results are right on any schedule the emulator runs; the race is in the model).
-BOOST_AUTO_TEST_CASE(shared_memory_ordered_only_by_shuffles, *boost::unit_test::precondition(race_demo_requested)) {
-  run_running_max<false>(4);
-}
+BOOST_AUTO_TEST_CASE(blocks_writing_disjoint_rows) { run_block_rows(6, 32, 32); }
+
+// Planted races (the results are right on any schedule the emulator runs; the race is in the model).
+BOOST_AUTO_TEST_CASE(shared_memory_ordered_only_by_shuffles, *race_demo("threads")) { run_running_max<false>(4); }
+BOOST_AUTO_TEST_CASE(blocks_writing_overlapping_rows, *race_demo("blocks")) { run_block_rows(6, 32, 24); }
 
 BOOST_AUTO_TEST_SUITE_END()
