@@ -21,7 +21,7 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
   const int32_t T = sh.tokens, S = sh.samples, d = cfg_.n_embd, hd = cfg_.head_dim;
   const int32_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd, ff = cfg_.n_ff;
   const step_meta& m = meta_->device();
-  const kv_shape ks{cfg_.n_head, cfg_.n_head_kv, hd, info_.block_size};
+  const kv_shape ks{cfg_.n_head, cfg_.n_head_kv, hd, info_.block_size, info_.num_kv_blocks};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   cudaStream_t st = stream_;
 

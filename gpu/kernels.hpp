@@ -49,6 +49,10 @@ struct step_meta {
 /// so one (block, kv head) is a contiguous block_size x head_dim tile.
 struct kv_shape {
   int32_t n_head = 0, n_kv = 0, head_dim = 0, block_size = 0;
+  /// The block a graph bucket's padding rows own (step_meta.cpp), whose K/V nobody reads but
+  /// them: rope_kv_write_kernel stores nothing there, so the padding rows' CTAs do not all store
+  /// the same words (a race by CUDA's rules, found by gpu_emu_tsan's blocks mode). -1: none.
+  int32_t pad_block = -1;
 };
 
 // embedding.cu: x[t, :] = float(table[tokens[t], :]). A negative token is the id the previous

@@ -64,8 +64,10 @@ suite() {
 kernels=gpu_kernels,gpu_attention_sampling,gpu_attention_wmma,gpu_arena,emulator_races
 # Threads of a block: the kernel suites (the ones compute-sanitizer's racecheck covers on a GPU).
 suite threads $kernels
-# Blocks of a launch: the kernel suites and two executor cases (splits, padding rows with the
-# whole pool in use); CONVEYOR_EMU_TSAN_ALL=1 runs every executor suite instead (~10 minutes more).
+# Blocks of a launch: the kernel suites and three executor cases (splits, padding rows with the
+# whole pool in use, graph buckets padded by several rows: their K/V stores once raced);
+# CONVEYOR_EMU_TSAN_ALL=1 runs every executor suite instead (~8 minutes).
 cases=gpu_executor_cases/short_decodes_split_to_fill_the_device,padding_rows_with_the_whole_pool_in_use
+cases="$cases gpu_executor_fused/fused_decode_on_every_arch"
 [ -n "${CONVEYOR_EMU_TSAN_ALL:-}" ] && cases=gpu_executor,gpu_executor_cases,gpu_executor_archs,gpu_executor_fused,gpu_pipeline
 suite blocks $kernels $cases
