@@ -82,8 +82,8 @@ private:
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
   void forward(const step_shape& sh, const attn_split& split);
   attn_split eager_split(const step_shape& sh) const;
-  /// Positions per split for a step whose longest context is max_ctx (0: do not split).
-  /// Positions per context split for a step of `tiles` query tiles (0: no split).
+  /// Positions per context split for a step of `tiles` query tiles whose longest context is
+  /// max_ctx (0: do not split).
   int32_t split_len_for(int32_t max_ctx, int32_t tiles) const;
   static constexpr int32_t kMinSplitLen = 64;  ///< two 32-key tiles
   int32_t bucket_for(int32_t batch) const;

@@ -36,7 +36,7 @@ __global__ void rope_kv_write_kernel(step_meta m, const float* __restrict__ qkv,
   const float2* cs = rope + static_cast<int64_t>(pos) * rot_half;
   for (int32_t head = threadIdx.x / 32; head < n_heads; head += blockDim.x / 32) {  // warp-uniform
     const bool is_q = head < s.n_head, is_k = !is_q && head < s.n_head + s.n_kv;
-    if (!is_q && block == s.pad_block) continue;  // a padding row: its K/V are never read (kernels.hpp)
+    if (!is_q && block == s.pad_block) continue;  // a padding row: no real row reads its K/V (kernels.hpp)
     const int64_t h0 = static_cast<int64_t>(head) * s.head_dim;
     float2 v[kMaxPairs] = {};
     double sum = 0.0;
