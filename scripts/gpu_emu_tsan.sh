@@ -27,12 +27,16 @@ if ! nice cmake --build "$bin" --target gpu_emu_tests -j "$(nproc)" >"$bin/build
 fi
 ln -sfn "$models" "$bin/arch_models"
 tests=$bin/tests/gpu_emu/gpu_emu_tests
+# Without address-space randomization where the kernel allows it: GCC 12's ThreadSanitizer
+# refuses hosts whose mmap randomization is wider than it expects ("unexpected memory mapping").
+run=()
+setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
 # OpenBLAS (the emulated cuBLASLt) on one thread: its pool synchronizes in ways TSan cannot see.
 export OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="exitcode=66 history_size=4 ${TSAN_OPTIONS:-}"
 
 # planted NAME MODE TEST: runs TEST alone in TSan mode MODE and requires a race report naming NAME.
 planted() {
-  CONVEYOR_EMU_EXPECT_RACE=$1 CONVEYOR_EMU_TSAN_MODE=$1 "$tests" --run_test=emulator_races/$3 --color_output=no \
+  CONVEYOR_EMU_EXPECT_RACE=$1 CONVEYOR_EMU_TSAN_MODE=$1 "${run[@]}" "$tests" --run_test=emulator_races/$3 --color_output=no \
     --log_level=warning >"$bin/planted_$1.log" 2>&1
   local rc=$?
   if [ $rc != 66 ] || ! grep -q "ThreadSanitizer: data race" "$bin/planted_$1.log" || ! grep -q "$2.*race_test.cpp" "$bin/planted_$1.log"; then
@@ -52,7 +56,7 @@ suite() {
   shift
   for f in "$@"; do filters+=("--run_test=$f"); done
   echo "gpu_emu_tsan: $mode mode: $*"
-  CONVEYOR_EMU_TSAN_MODE=$mode "$tests" "${filters[@]}" --color_output=no --log_level=warning --report_level=short 2>&1 |
+  CONVEYOR_EMU_TSAN_MODE=$mode "${run[@]}" "$tests" "${filters[@]}" --color_output=no --log_level=warning --report_level=short 2>&1 |
     tee "$bin/suites_$mode.log"
   local rc=${PIPESTATUS[0]}
   if [ $rc != 0 ]; then
