@@ -6,20 +6,8 @@
 #   scripts/gpu_emu_asan.sh SOURCE_DIR SUB_BUILD_DIR ARCH_MODELS_DIR
 set -euo pipefail
 src=$1 bin=$2 models=$3
-mkdir -p "$bin"
-export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
-echo "gpu_emu_asan: configuring $bin (CONVEYOR_SANITIZE=ON, no CUDA)"
-if ! cmake -S "$src" -B "$bin" -DCMAKE_BUILD_TYPE=Release -DCONVEYOR_SANITIZE=ON -DCONVEYOR_CUDA=OFF >"$bin/configure.log" 2>&1; then
-  tail -30 "$bin/configure.log"
-  echo "gpu_emu_asan: configure failed (log: $bin/configure.log)" >&2
-  exit 1
-fi
-echo "gpu_emu_asan: building gpu_emu_tests with ASan+UBSan (first time: several minutes)"
-if ! nice cmake --build "$bin" --target gpu_emu_tests -j "$(nproc)" >"$bin/build.log" 2>&1; then
-  grep -E "error|Error" "$bin/build.log" | head -30
-  echo "gpu_emu_asan: build failed (log: $bin/build.log)" >&2
-  exit 1
-fi
+source "$(dirname "$0")/emu_subbuild.sh"
+emu_subbuild gpu_emu_asan "$src" "$bin" "ASan+UBSan" -DCONVEYOR_SANITIZE=ON
 ln -sfn "$models" "$bin/arch_models"  # the tiny architecture models the Release build wrote
 echo "gpu_emu_asan: running"
 exec "$bin/tests/gpu_emu/gpu_emu_tests" --color_output=no --log_level=warning

@@ -11,20 +11,8 @@
 #   scripts/gpu_emu_tsan.sh SOURCE_DIR SUB_BUILD_DIR ARCH_MODELS_DIR
 set -uo pipefail
 src=$1 bin=$2 models=$3
-mkdir -p "$bin"
-export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
-echo "gpu_emu_tsan: configuring $bin (CONVEYOR_TSAN=ON, no CUDA)"
-if ! cmake -S "$src" -B "$bin" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 -DCONVEYOR_TSAN=ON -DCONVEYOR_CUDA=OFF >"$bin/configure.log" 2>&1; then
-  tail -30 "$bin/configure.log"
-  echo "gpu_emu_tsan: configure failed (log: $bin/configure.log)" >&2
-  exit 1
-fi
-echo "gpu_emu_tsan: building gpu_emu_tests with ThreadSanitizer (first time: several minutes)"
-if ! nice cmake --build "$bin" --target gpu_emu_tests -j "$(nproc)" >"$bin/build.log" 2>&1; then
-  grep -E "error|Error" "$bin/build.log" | head -30
-  echo "gpu_emu_tsan: build failed (log: $bin/build.log)" >&2
-  exit 1
-fi
+source "$(dirname "$0")/emu_subbuild.sh"
+emu_subbuild gpu_emu_tsan "$src" "$bin" "ThreadSanitizer" -DCMAKE_CXX_FLAGS=-g1 -DCONVEYOR_TSAN=ON
 ln -sfn "$models" "$bin/arch_models"
 tests=$bin/tests/gpu_emu/gpu_emu_tests
 # Without address-space randomization where the kernel allows it: GCC 12's ThreadSanitizer

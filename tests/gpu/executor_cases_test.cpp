@@ -96,23 +96,28 @@ BOOST_AUTO_TEST_CASE(padding_rows_with_the_whole_pool_in_use) {
   BOOST_TEST(gpu.last_split().graph);
 }
 
+// One sequence: a prompt of `len` tokens in chunks of 128, then 3 decodes, in lockstep with the
+// CPU executor (16-token blocks, `blocks` of them); returns how the last decode split its context.
+cuda_executor::split_info one_sequence_decodes(const model::gguf_file& f, int32_t len, int32_t blocks, bool graphs) {
+  model::cpu_executor cpu(f, cpu_opts(16, blocks));
+  cuda_executor gpu(f, gpu_opts(16, blocks, graphs));
+  std::vector<lock_seq> seqs(1);
+  seqs[0].prompt = prompt_of(len, 269, 7);
+  seqs[0].chunk = 128;
+  seqs[0].max_new = 3;
+  int32_t rows = 0;
+  const double err = lockstep(cpu, gpu, seqs, blocks, rows);
+  BOOST_TEST(err < 3e-2, (graphs ? "graphs" : "eager") << ": relative logit error " << err);
+  BOOST_TEST(gpu.last_split().graph == graphs);
+  return gpu.last_split();
+}
+
 BOOST_AUTO_TEST_CASE(long_contexts_through_the_split_combine) {
   model::tiny_llama_spec spec = model::tiny_config_a();
   spec.n_ctx = 65536;  // a long-context model: the graph split must still follow the real context
   auto f = tiny_file("long", spec);
-  const int32_t V = 269, len = 1100;
   for (bool graphs : {true, false}) {
-    model::cpu_executor cpu(f, cpu_opts(16, 80));
-    cuda_executor gpu(f, gpu_opts(16, 80, graphs));
-    std::vector<lock_seq> seqs(1);
-    seqs[0].prompt = prompt_of(len, V, 7);
-    seqs[0].chunk = 128;
-    seqs[0].max_new = 3;
-    int32_t rows = 0;
-    const double err = lockstep(cpu, gpu, seqs, 80, rows);
-    BOOST_TEST(err < 3e-2, (graphs ? "graphs" : "eager") << ": relative logit error " << err);
-    const auto& s = gpu.last_split();  // the last decode, at context 1102
-    BOOST_TEST(s.graph == graphs);
+    const auto s = one_sequence_decodes(f, 1100, 80, graphs);  // the last decode, at context 1102
     BOOST_TEST(s.active() >= 2, "a decode at context " << s.max_ctx << " ran on " << s.active() << " split(s) of " << s.split_len);
   }
 }
@@ -149,19 +154,8 @@ BOOST_AUTO_TEST_CASE(long_context_with_peaked_attention_and_llama3_rope) {
 // 4 splits, graphs and eager, equal to the CPU.
 BOOST_AUTO_TEST_CASE(short_decodes_split_to_fill_the_device) {
   auto f = tiny_file("short_split", model::tiny_config_a());
-  const int32_t V = 269, len = 200;
   for (bool graphs : {true, false}) {
-    model::cpu_executor cpu(f, cpu_opts(16, 40));
-    cuda_executor gpu(f, gpu_opts(16, 40, graphs));
-    std::vector<lock_seq> seqs(1);
-    seqs[0].prompt = prompt_of(len, V, 5);
-    seqs[0].chunk = 128;
-    seqs[0].max_new = 3;
-    int32_t rows = 0;
-    const double err = lockstep(cpu, gpu, seqs, 40, rows);
-    BOOST_TEST(err < 3e-2, (graphs ? "graphs" : "eager") << ": relative logit error " << err);
-    const auto& s = gpu.last_split();  // the last decode, at context 202
-    BOOST_TEST(s.graph == graphs);
+    const auto s = one_sequence_decodes(f, 200, 40, graphs);  // the last decode, at context 202
     BOOST_TEST(s.split_len == 64);
     BOOST_TEST(s.active() == 4, "a decode at context " << s.max_ctx << " ran on " << s.active() << " split(s) of " << s.split_len);
   }

@@ -260,8 +260,10 @@ void run_block(runner& r) {
       exited += r.fibers[static_cast<size_t>(i)].state == fstate::exited;
       at_barrier += r.fibers[static_cast<size_t>(i)].state == fstate::barrier;
     }
-    if (exited == r.n) r.smem_used = std::max(r.dyn_end, r.static_end);  // what its threads may have touched
-    if (exited == r.n) return check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
+    if (exited == r.n) {
+      r.smem_used = std::max(r.dyn_end, r.static_end);  // what its threads may have touched
+      return check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
+    }
     if (at_barrier == r.n) {
       const std::source_location& s0 = r.fibers[0].site;
       for (int i = 1; i < r.n; ++i) {
