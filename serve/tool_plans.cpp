@@ -1,6 +1,5 @@
 #include "serve/tool_plans.hpp"
 
-#include <ctime>
 
 namespace conveyor::serve {
 namespace {
@@ -36,7 +35,7 @@ tool_support load_tool_support(const model::tokenizer& tok, const std::string& s
   probe.tools = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"string"}}}}}])";
   probe.tool_choice = schemas::tool_chat_request::choice::required;
   try {
-    const model::tool_chat_plan p = s.chat->plan(probe, std::time(nullptr));
+    const model::tool_chat_plan p = s.chat->plan(probe);
     if (p.grammar.empty()) s.warning = "this template's tool calls have no grammar conveyor can use";
     else (void)grammars->constrain(model::grammar_kind::ebnf, p.grammar);
   } catch (const std::exception& e) {
@@ -53,7 +52,7 @@ make_plan_chat(const model::tokenizer& tok, const tool_support& tools, const mod
     if (!tools.chat) return refusal{"tools", "tools: the model's chat template does not compile for tools (" + tools.error + "); see the server's log"};
     model::tool_chat_plan p;
     try {
-      p = tools.chat->plan(r, std::time(nullptr));
+      p = tools.chat->plan(r);
     } catch (const model::tool_chat_error& e) {
       return refusal{e.field, e.what()};
     } catch (const std::exception& e) {  // the template refused the messages (raise_exception)

@@ -11,7 +11,6 @@
 //    (llama-server reads tool_choice as a string only).
 #include "model/text/tool_chat.hpp"
 
-#include <chrono>
 #include <cstdint>
 #include <regex>
 
@@ -143,14 +142,13 @@ struct tool_chat::impl {
   bool thinking_default = false;
   bool mistral = false;  // [TOOL_CALLS] templates: 9-character call ids
 
-  common_chat_templates_inputs inputs(const std::string& messages, const schemas::tool_chat_request& r, std::time_t now) const {
+  common_chat_templates_inputs inputs(const std::string& messages, const schemas::tool_chat_request& r) const {
     common_chat_templates_inputs in;
     try {
       in.messages = common_chat_msgs_parse_oaicompat(common_json::parse(messages));
     } catch (const std::exception& e) {
       throw tool_chat_error("messages", e.what());
     }
-    in.now = std::chrono::system_clock::from_time_t(now);
     in.add_generation_prompt = r.add_generation_prompt;
     in.enable_thinking = thinking_default;
     for (const auto& [key, value] : r.kwargs) {
@@ -182,12 +180,12 @@ tool_chat::~tool_chat() = default;
 
 bool tool_chat::native() const { return p_->native; }
 
-tool_chat_plan tool_chat::plan(const schemas::tool_chat_request& r, std::time_t now) const {
+tool_chat_plan tool_chat::plan(const schemas::tool_chat_request& r) const {
   tool_chat_plan out;
   const bool generic = !p_->native;
   generic_tools::rendered g;
   if (generic) g = generic_tools::prepare(r);
-  common_chat_templates_inputs in = p_->inputs(generic ? g.messages : r.messages, r, now);
+  common_chat_templates_inputs in = p_->inputs(generic ? g.messages : r.messages, r);
   if (!generic && !r.tools.empty()) {
     try {
       in.tools = common_chat_tools_parse_oaicompat(common_json::parse(r.tools));

@@ -10,7 +10,6 @@
 // that shape by a JSON schema, so small models call tools too.
 #pragma once
 
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -50,8 +49,10 @@ public:
   ~tool_chat();
 
   /// Renders `r`. Throws tool_chat_error (a malformed message or tool) or chat_template_error
-  /// (the template refused the messages). Thread-safe.
-  tool_chat_plan plan(const schemas::tool_chat_request& r, std::time_t now) const;
+  /// (the template refused the messages). Thread-safe. A template that prints a date (Llama 3.x's
+  /// "Today Date") gets today's, from the system clock in local time: llama.cpp's chat layer
+  /// reads the clock itself, as llama-server does, and takes no time from its caller.
+  tool_chat_plan plan(const schemas::tool_chat_request& r) const;
 
   /// True when the template renders tools itself (false: the generic JSON format).
   bool native() const;
