@@ -15,6 +15,20 @@ double percentile(std::vector<double> values, double p) {
   return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
 }
 
+void serving_totals::count(int64_t input_tokens, int64_t output_tokens) {
+  ++completed;
+  total_input_tokens += input_tokens;
+  total_output_tokens += output_tokens;
+}
+
+void serving_totals::close(double duration) {
+  duration_s = duration;
+  if (!(duration > 0.0)) return;
+  request_throughput = completed / duration;
+  output_throughput = static_cast<double>(total_output_tokens) / duration;
+  total_token_throughput = static_cast<double>(total_input_tokens + total_output_tokens) / duration;
+}
+
 namespace {
 
 double mean(const std::vector<double>& v) {
@@ -32,22 +46,14 @@ sim_metrics summarize(const sim_result& result) {
       continue;
     }
     if (r.finish_s < 0.0 || r.first_token_s < 0.0) continue;
-    ++m.num_completed;
-    m.num_input_tokens += r.num_prompt_tokens;
-    m.num_output_tokens += r.num_output_tokens;
+    m.count(r.num_prompt_tokens, r.num_output_tokens);
     const double ttft_ms = (r.first_token_s - r.arrival_s) * 1e3;
     const double e2el_ms = (r.finish_s - r.arrival_s) * 1e3;
     ttft.push_back(ttft_ms);
     e2el.push_back(e2el_ms);
     if (r.num_output_tokens > 1) tpot.push_back((e2el_ms - ttft_ms) / (r.num_output_tokens - 1));
   }
-  m.duration_s = result.end_s;
-  if (m.duration_s > 0.0) {
-    m.request_throughput = m.num_completed / m.duration_s;
-    m.output_throughput = static_cast<double>(m.num_output_tokens) / m.duration_s;
-    m.total_token_throughput =
-        static_cast<double>(m.num_input_tokens + m.num_output_tokens) / m.duration_s;
-  }
+  m.close(result.end_s);
   m.mean_ttft_ms = mean(ttft);
   m.median_ttft_ms = percentile(ttft, 50.0);
   m.p99_ttft_ms = percentile(ttft, 99.0);

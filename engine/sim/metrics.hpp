@@ -11,15 +11,25 @@
 
 namespace conveyor::sim {
 
-struct sim_metrics {
-  int32_t num_completed = 0;
-  int32_t num_rejected = 0;
-  int64_t num_input_tokens = 0;
-  int64_t num_output_tokens = 0;
+/// The volume of a serving run as vLLM's benchmark_serving reports it, shared by the simulator
+/// and `conveyor bench`: completed requests, their tokens, and the rates over the run's duration.
+struct serving_totals {
+  int32_t completed = 0;
+  int64_t total_input_tokens = 0;
+  int64_t total_output_tokens = 0;
   double duration_s = 0.0;
   double request_throughput = 0.0;
   double output_throughput = 0.0;
   double total_token_throughput = 0.0;
+
+  /// One more completed request.
+  void count(int64_t input_tokens, int64_t output_tokens);
+  /// Sets the duration and the three rates over it (0 when the duration is not > 0).
+  void close(double duration);
+};
+
+struct sim_metrics : serving_totals {
+  int32_t num_rejected = 0;
   double mean_ttft_ms = 0.0, median_ttft_ms = 0.0, p99_ttft_ms = 0.0;
   double mean_tpot_ms = 0.0, median_tpot_ms = 0.0, p99_tpot_ms = 0.0;
   double mean_e2el_ms = 0.0, median_e2el_ms = 0.0, p99_e2el_ms = 0.0;

@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "engine/sim/metrics.hpp"
-
 namespace conveyor::bench {
 
 double percentile(std::vector<double> values, double p) { return sim::percentile(std::move(values), p); }
@@ -101,18 +99,11 @@ bench_metrics compute_metrics(const std::vector<request_timeline>& requests, con
   bench_metrics m;
   for (const request_timeline& r : requests) {
     if (!r.completed) continue;
-    ++m.completed;
-    m.total_input_tokens += r.prompt_tokens;
-    m.total_output_tokens += r.output_tokens;
+    m.count(r.prompt_tokens, r.output_tokens);
     if (slo.any() && meets(latency_of(r), slo)) ++m.good_completed;
   }
-  m.duration_s = wall_duration_s(requests);
+  m.close(wall_duration_s(requests));
   const double d = m.duration_s;
-  if (d > 0.0) {
-    m.request_throughput = m.completed / d;
-    m.output_throughput = static_cast<double>(m.total_output_tokens) / d;
-    m.total_token_throughput = static_cast<double>(m.total_input_tokens + m.total_output_tokens) / d;
-  }
   if (slo.any()) m.request_goodput = d > 0.0 ? m.good_completed / d : 0.0;
   m.samples = collect_samples(requests);
   m.ttft = describe(m.samples.ttft_ms, percentiles);

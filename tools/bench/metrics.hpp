@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sim/metrics.hpp"
+
 namespace conveyor::bench {
 
 /// One tokens event as the client delivered it (in seq order).
@@ -59,14 +61,7 @@ struct latency_samples {
   std::vector<double> ttft_ms, tpot_ms, itl_ms, e2el_ms;
 };
 
-struct bench_metrics {
-  int32_t completed = 0;
-  int64_t total_input_tokens = 0;
-  int64_t total_output_tokens = 0;
-  double duration_s = 0.0;
-  double request_throughput = 0.0;
-  double output_throughput = 0.0;
-  double total_token_throughput = 0.0;
+struct bench_metrics : sim::serving_totals {
   /// Requests meeting every SLO; request_goodput is absent when no SLO was given.
   int32_t good_completed = 0;
   std::optional<double> request_goodput;

@@ -102,8 +102,8 @@ BOOST_AUTO_TEST_CASE(every_request_completes_with_its_output_length) {
     want += reqs[i].output_len;
   }
   const sim_metrics m = summarize(r);
-  BOOST_TEST(m.num_completed == 200);
-  BOOST_TEST(m.num_output_tokens == want);
+  BOOST_TEST(m.completed == 200);
+  BOOST_TEST(m.total_output_tokens == want);
   BOOST_TEST(m.duration_s == r.end_s);
   BOOST_TEST(m.output_throughput == want / m.duration_s, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(m.median_ttft_ms <= m.p99_ttft_ms);
