@@ -122,6 +122,10 @@ job_session::submit_plan job_session::plan_submit(double now_s) {
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
   sub.req.sampling = job_.to_sampling_params(*job_.seed);
   sub.req.stop = job_.to_stop_params(m_.tok->eog_ids());
+  if (job_.prompt_logprobs) {
+    sub.req.prompt_logprobs = *job_.prompt_logprobs;
+    prompt_ids_ = sub.req.prompt_token_ids;
+  }
   if (!sub.refused && !job_.logit_bias.empty() && job_.logit_bias.back().first >= m_.tok->vocab_size())
     sub.refused = refusal{error_code::bad_request, "logit_bias: token id " + std::to_string(job_.logit_bias.back().first) +
                                                        " is outside the vocabulary [0, " + std::to_string(m_.tok->vocab_size()) + ")"};
@@ -166,6 +170,8 @@ std::optional<schemas::published_event> job_session::take_tokens_event(bool fina
   ev.text = std::move(delta);
   if (job_.logprobs) ev.logprobs = std::move(pending_logprobs_);
   if (job_.top_logprobs > 0) ev.top_logprobs = std::move(pending_top_);
+  ev.prompt = std::move(pending_prompt_);
+  pending_prompt_.reset();
   pending_ids_.clear();
   pending_logprobs_.clear();
   pending_top_.clear();
@@ -180,6 +186,15 @@ job_session::tokens_result job_session::on_tokens(const token_batch& b) {
     prev = t;
   }
   if (!b.times_s.empty()) last_token_s_ = b.times_s.back();
+  if (b.prompt && job_.prompt_logprobs) {
+    schemas::prompt_scores& p = pending_prompt_.emplace();
+    p.token_ids = std::move(prompt_ids_);
+    if (*job_.prompt_logprobs > 0) p.top.emplace();
+    for (const sampled_token& s : *b.prompt) {
+      p.logprobs.push_back(s.logprob);
+      if (p.top) p.top->push_back(s.top);
+    }
+  }
   if (text_->stopped()) return r;
   for (size_t i = 0; i < b.tokens.size() && !text_->stopped(); ++i) {
     pending_ids_.push_back(b.tokens[i]);

@@ -59,6 +59,9 @@ struct scheduler_config {
   /// Plan step N+1 while the executor runs step N (scheduler.hpp, "Pipelined"), where the
   /// executor's submit() does not wait for the device (CUDA). vLLM's async_scheduling. Default on.
   bool async_scheduling = true;
+  /// What the executor can do, set from its executor_info (not a setting): "" when it scores
+  /// prompts (request::prompt_logprobs), else the device name, and such jobs are refused.
+  std::string no_prompt_logprobs_on;
 
   /// Returns an empty string when valid, else a message naming the field, its value and the fix.
   std::string validate() const;

@@ -33,6 +33,9 @@ struct executor_info {
   std::string device;
   /// submit() returns before the step has run: pipelining steps pays off.
   bool async_steps = false;
+  /// It scores prompt tokens (scheduled_seq::prompt_targets); the engine refuses jobs asking for
+  /// prompt logprobs otherwise.
+  bool scores_prompts = false;
 };
 
 class executor {

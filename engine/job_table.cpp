@@ -136,6 +136,7 @@ std::optional<finish_reason> job_table::resume_request(request& req, const std::
   req.stop.max_tokens -= n;
   req.stop.min_tokens = std::max(0, req.stop.min_tokens - n);
   req.resumed_output = n;
+  if (n > 0) req.prompt_logprobs = -1;  // they went out with the first output token
   return std::nullopt;
 }
 
@@ -160,6 +161,7 @@ void job_table::drain_scheduler_events(std::vector<seq_event> events, double now
     job.pending.logprobs.push_back(e.logprob);
     job.pending.top.push_back(std::move(e.top));
     job.pending.times_s.push_back(now_s);
+    if (e.prompt) job.pending.prompt = std::move(e.prompt);
   }
   for (seq_id id : touched) {
     live_job& job = live_.at(id);

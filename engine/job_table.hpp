@@ -46,6 +46,8 @@ struct token_batch {
   std::vector<float> logprobs;
   std::vector<std::vector<token_logprob>> top;  ///< per token; empty entries when none were asked for
   std::vector<double> times_s;
+  /// The job's first batch, when it asked for prompt logprobs: entry p scores prompt token p + 1.
+  std::optional<std::vector<sampled_token>> prompt;
 };
 
 /// How a job ended.

@@ -19,6 +19,11 @@ std::string check_plan(const step_plan& plan, const executor_info& info, bool al
       }
       if (t < 0 || t >= info.vocab_size) return who + " has token id " + std::to_string(t) + " outside the vocabulary";
     }
+    if (!s.prompt_targets.empty() && !info.scores_prompts) return who + " has prompt targets, which this executor does not score";
+    if (s.prompt_targets.size() > s.tokens.size()) return who + " has more prompt targets than tokens";
+    if (s.prompt_top < 0 || s.prompt_top > max_top_logprobs) return who + " asks for " + std::to_string(s.prompt_top) + " prompt alternatives";
+    for (token_id t : s.prompt_targets)
+      if (t < 0 || t >= info.vocab_size) return who + " has prompt target " + std::to_string(t) + " outside the vocabulary";
   }
   return {};
 }

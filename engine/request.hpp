@@ -50,6 +50,11 @@ struct request {
   /// A job resumed after a restart: the last `resumed_output` prompt tokens are output it had
   /// published before (job_table::resume_request); its usage counts them as output.
   int32_t resumed_output = 0;
+  /// Prompt logprobs (vLLM's prompt_logprobs): when >= 0, each prompt token after the first is
+  /// scored (its logprob given the tokens before it, under the raw distribution) with this many
+  /// most likely alternatives, in [0, max_top_logprobs]; the scores arrive with the first output
+  /// token. Such a job's prompt is computed whole (no prefix-cache hit). -1: none.
+  int32_t prompt_logprobs = -1;
   /// Structured outputs: only what this constraint allows is drawn, and the sequence ends (stop)
   /// once it is complete. Null: free text. It must have seen every output token so far.
   std::shared_ptr<token_constraint> constraint;

@@ -138,7 +138,8 @@ bool scheduler::try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_s
   // never tried before: a plan that preempts admits nothing, and the next plan comes after the
   // step's update().
   CONVEYOR_ASSERT(seq->num_pending_samples == 0, "admitting a sequence whose token is still being sampled");
-  const prefix_hit hit = kv_.find_cached_prefix(seq->tokens);
+  // A prompt to score is computed whole: cached blocks would skip its rows.
+  const prefix_hit hit = seq->scores_prompt() ? prefix_hit{} : kv_.find_cached_prefix(seq->tokens);
   const int32_t num_new = std::min(seq->num_tokens() - hit.num_tokens, budget);
   const int32_t num_slots = std::max(hit.num_tokens + num_new, num_reserved_slots);
   // The watermark only guards running sequences; an empty engine may use the whole pool.
@@ -200,9 +201,15 @@ step_plan scheduler::build_plan() {
         s.logit_edits = seq->edits;
       }
     }
+    // Prompt logprobs: each row before the prompt's last scores the prompt token after it.
+    const int32_t num_scored = seq->scores_prompt() ? std::max(0, std::min(end, seq->num_prompt_tokens - 1) - begin) : 0;
+    if (num_scored > 0) {
+      s.prompt_targets.assign(seq->tokens.begin() + begin + 1, seq->tokens.begin() + begin + 1 + num_scored);
+      s.prompt_top = seq->req.prompt_logprobs;
+    }
     seq->num_ahead_tokens += c.num_new;
     seq->num_pending_samples += s.sample ? 1 : 0;
-    f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions});
+    f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions, begin, num_scored});
   }
   return plan;
 }

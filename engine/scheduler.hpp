@@ -31,7 +31,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -61,6 +63,9 @@ struct seq_event {
   token_id token = 0;
   float logprob = 0.0f;
   std::vector<token_logprob> top;
+  /// kind == token, the sequence's first with prompt logprobs asked for: entry p scores the
+  /// prompt token at position p + 1 (request::prompt_logprobs).
+  std::optional<std::vector<sampled_token>> prompt;
   /// kind == finished: why, and the job's usage.
   finish_reason reason = finish_reason::stop;
   int32_t num_prompt_tokens = 0;
@@ -150,6 +155,8 @@ private:
     bool sample;
     bool live;
     int32_t epoch;  // seq->num_preemptions when planned: a later preemption voids the KV work
+    int32_t begin = 0;       // the chunk's first position
+    int32_t num_scored = 0;  // its prompt targets (prompt logprobs)
   };
   struct flight {
     uint64_t step_id = 0;
@@ -170,7 +177,7 @@ private:
   void retire(sequence* seq, finish_reason reason);
   void remove_live(sequence* seq, finish_reason reason);
   void forget_in_flight(const sequence* seq);
-  void apply(const in_flight_seq& f, const sampled_token* sampled, bool& any_finished);
+  void apply(const in_flight_seq& f, const sampled_token* sampled, std::span<const sampled_token> scores, bool& any_finished);
 
   scheduler_config cfg_;
   cache_config cache_cfg_;

@@ -28,6 +28,11 @@ submit_result scheduler::submit(request req, double now_s) {
                                                  " (prompt + output); shorten the prompt");
   if (auto e = req.stop.validate(); !e.empty()) return rejected(error_code::bad_request, e);
   if (auto e = req.sampling.validate(); !e.empty()) return rejected(error_code::bad_request, e);
+  if (req.prompt_logprobs < -1 || req.prompt_logprobs > max_top_logprobs)
+    return rejected(error_code::bad_request, "prompt_logprobs must be in [0, " + std::to_string(max_top_logprobs) + "]");
+  if (req.prompt_logprobs >= 0 && !cfg_.no_prompt_logprobs_on.empty())
+    return rejected(error_code::bad_request, "prompt_logprobs: the " + cfg_.no_prompt_logprobs_on +
+                                                 " executor does not score prompts yet; serve with --device cpu for them");
   if (cfg_.max_num_queued_reqs && static_cast<int64_t>(waiting_.size()) >= *cfg_.max_num_queued_reqs)
     return rejected(error_code::overloaded,
                     "the queue holds max_num_queued_reqs = " +
@@ -111,7 +116,7 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
   CONVEYOR_ASSERT(result.step_id == in_flight_.front().step_id, "update() for a different step");
   const flight done = std::move(in_flight_.front());
   in_flight_.pop_front();
-  size_t k = 0;
+  size_t k = 0, scored = 0;
   bool any_finished = false;
   for (const in_flight_seq& f : done.seqs) {
     const sampled_token* sampled = nullptr;
@@ -120,9 +125,13 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
       sampled = &result.sampled[k++];
       CONVEYOR_ASSERT(sampled->id == f.id, "step result out of plan order");
     }
-    if (f.live) apply(f, sampled, any_finished);  // not live: cancelled or ended while the step ran
+    CONVEYOR_ASSERT(scored + f.num_scored <= result.prompt_scores.size(), "step result lacks prompt scores");
+    const std::span<const sampled_token> scores(result.prompt_scores.data() + scored, static_cast<size_t>(f.num_scored));
+    scored += static_cast<size_t>(f.num_scored);
+    if (f.live) apply(f, sampled, scores, any_finished);  // not live: cancelled or ended while the step ran
   }
   CONVEYOR_ASSERT(k == result.sampled.size(), "step result has extra sampled tokens");
+  CONVEYOR_ASSERT(scored == result.prompt_scores.size(), "step result has extra prompt scores");
   if (any_finished) {
     std::vector<seq_id> done_ids;
     auto keep = std::remove_if(running_.begin(), running_.end(), [&done_ids](sequence* s) {
@@ -138,8 +147,16 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
 
 // One sequence's share of a finished step. Preempted since it was planned (a pipelined plan may
 // preempt a sequence of the step in flight): its KV work is void, its sampled token still stands.
-void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, bool& any_finished) {
+void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std::span<const sampled_token> scores,
+                      bool& any_finished) {
   sequence* seq = f.seq;
+  if (seq->num_preemptions == f.epoch && !scores.empty() && seq->scores_prompt()) {
+    if (seq->prompt_scores.empty()) seq->prompt_scores.resize(static_cast<size_t>(seq->num_prompt_tokens - 1));
+    for (size_t i = 0; i < scores.size(); ++i) {
+      CONVEYOR_ASSERT(scores[i].id == f.id, "prompt scores out of plan order");
+      seq->prompt_scores[static_cast<size_t>(f.begin) + i] = scores[i];
+    }
+  }
   if (seq->num_preemptions == f.epoch) {
     const int32_t bs = kv_.block_size();
     const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + f.num_new) / bs;
@@ -157,7 +174,12 @@ void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, bool
   e.token = sampled->token;
   e.logprob = sampled->logprob;
   e.top = sampled->top;
-  outbox_.push_back(e);
+  if (seq->scores_prompt()) {  // the first output token: the prompt is scored whole by now
+    e.prompt = std::move(seq->prompt_scores);
+    seq->prompt_scores = {};
+    seq->prompt_scores_sent = true;
+  }
+  outbox_.push_back(std::move(e));
   // A constrained sequence ends once its grammar is complete (or, were the mask ignored, when
   // the grammar refuses the token: nothing valid can follow).
   bool grammar_ended = false;

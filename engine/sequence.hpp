@@ -14,6 +14,7 @@
 
 #include "engine/logit_edits.hpp"
 #include "engine/request.hpp"
+#include "engine/step.hpp"
 #include "engine/types.hpp"
 
 namespace conveyor {
@@ -56,6 +57,10 @@ struct sequence {
   /// edits_through), extended as tokens arrive rather than rebuilt each step (-1: not built).
   std::vector<logit_edit> edits;
   int32_t edits_through = -1;
+  /// Prompt logprobs: entry p scores the prompt token at position p + 1 (filled as chunks are
+  /// computed, again after a preemption), sent with the first output token.
+  std::vector<sampled_token> prompt_scores;
+  bool prompt_scores_sent = false;
 
   seq_id id() const { return req.id; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
@@ -63,6 +68,8 @@ struct sequence {
   /// Where the next plan starts, and how many tokens it may cover, counting steps in flight.
   int32_t num_planned_tokens() const { return num_computed_tokens + num_ahead_tokens; }
   int32_t num_known_tokens() const { return num_tokens() + num_pending_samples; }
+  /// Its prompt is still to be scored (request::prompt_logprobs).
+  bool scores_prompt() const { return req.prompt_logprobs >= 0 && !prompt_scores_sent; }
 };
 
 } // namespace conveyor

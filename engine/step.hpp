@@ -48,6 +48,11 @@ struct scheduled_seq {
   /// logit_bias and penalties (set only when `sample` and sampling.edits_logits()): applied to
   /// the row's logits before the draw, ascending by token. Empty: the raw logits.
   std::vector<logit_edit> logit_edits;
+  /// Prompt logprobs (request::prompt_logprobs): row i of this chunk scores prompt_targets[i],
+  /// the prompt token at position num_computed_tokens + i + 1, reporting prompt_top alternatives.
+  /// Empty: no row is scored. At most tokens.size() entries.
+  std::vector<token_id> prompt_targets;
+  int32_t prompt_top = 0;
 };
 
 /// Everything the executor needs for one fused forward step.
@@ -85,6 +90,9 @@ struct sampled_token {
 struct step_result {
   uint64_t step_id = 0;
   std::vector<sampled_token> sampled;
+  /// One entry per prompt target, in plan order (each sequence's rows in order): `token` is the
+  /// target, `logprob` and `top` as for a sampled token.
+  std::vector<sampled_token> prompt_scores;
 };
 
 } // namespace conveyor

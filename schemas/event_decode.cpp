@@ -33,6 +33,27 @@ void read_num(const msgpack::object& map, std::string_view key, T& out) {
   if (const msgpack::object* v = find(map, key); v && v->type != msgpack::type::NIL) out = v->as<T>();
 }
 
+std::vector<token_logprob> read_alternatives(const msgpack::object& o) {
+  std::vector<token_logprob> alts;
+  for (const auto& [t, lp] : o.as<std::vector<std::pair<token_id, float>>>()) alts.push_back({t, lp});
+  return alts;
+}
+
+// prompt_token_ids with prompt_logprobs (nil first) and maybe prompt_top_logprobs (nil first).
+std::optional<prompt_scores> read_prompt(const msgpack::object& o) {
+  const msgpack::object* ids = find(o, "prompt_token_ids");
+  const msgpack::object* lps = find(o, "prompt_logprobs");
+  if (!ids || !lps || lps->type != msgpack::type::ARRAY) return std::nullopt;
+  prompt_scores s;
+  s.token_ids = ids->as<std::vector<token_id>>();
+  for (uint32_t i = 1; i < lps->via.array.size; ++i) s.logprobs.push_back(lps->via.array.ptr[i].as<float>());
+  if (const msgpack::object* top = find(o, "prompt_top_logprobs"); top && top->type == msgpack::type::ARRAY) {
+    s.top.emplace();
+    for (uint32_t i = 1; i < top->via.array.size; ++i) s.top->push_back(read_alternatives(top->via.array.ptr[i]));
+  }
+  return s;
+}
+
 std::optional<job_event> read_tokens(const msgpack::object& o, tokens_event ev) {
   const msgpack::object* ids = find(o, "token_ids");
   if (!ids) return std::nullopt;
@@ -41,12 +62,9 @@ std::optional<job_event> read_tokens(const msgpack::object& o, tokens_event ev) 
   if (const msgpack::object* lp = find(o, "logprobs")) ev.logprobs = lp->as<std::vector<float>>();
   if (const msgpack::object* top = find(o, "top_logprobs"); top && top->type == msgpack::type::ARRAY) {
     ev.top_logprobs.emplace();
-    for (uint32_t i = 0; i < top->via.array.size; ++i) {
-      std::vector<token_logprob> alts;
-      for (const auto& [t, lp] : top->via.array.ptr[i].as<std::vector<std::pair<token_id, float>>>()) alts.push_back({t, lp});
-      ev.top_logprobs->push_back(std::move(alts));
-    }
+    for (uint32_t i = 0; i < top->via.array.size; ++i) ev.top_logprobs->push_back(read_alternatives(top->via.array.ptr[i]));
   }
+  ev.prompt = read_prompt(o);
   return ev;
 }
 
@@ -79,7 +97,7 @@ std::optional<job_event> read_event(const msgpack::object& o) {
   const uint64_t n = seq->as<uint64_t>();
   const std::string_view k = view(*kind);
   if (k == "accepted") return accepted_event{std::move(id), n};
-  if (k == "tokens") return read_tokens(o, tokens_event{std::move(id), n, {}, {}, {}, {}});
+  if (k == "tokens") return read_tokens(o, tokens_event{std::move(id), n, {}, {}, {}, {}, {}});
   if (k == "done") return read_done(o, done_event{std::move(id), n, finish_reason::stop, {}, {}, {}});
   if (k != "error") return std::nullopt;
   error_event ev{std::move(id), n, error_code::internal, {}};

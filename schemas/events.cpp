@@ -20,9 +20,37 @@ wire_bytes encode_map(const accepted_event& e) {
   return p.take();
 }
 
+void pack_alternatives(map_packer& p, const std::vector<token_logprob>& alts) {
+  p.pk().pack_array(static_cast<uint32_t>(alts.size()));
+  for (const auto& a : alts) {
+    p.pk().pack_array(2);
+    p.pk().pack(a.token);
+    p.f64(a.logprob);
+  }
+}
+
+// "prompt_token_ids", "prompt_logprobs" and "prompt_top_logprobs": the lists nil first.
+void pack_prompt(map_packer& p, const prompt_scores& s) {
+  p.str("prompt_token_ids").array(static_cast<uint32_t>(s.token_ids.size()));
+  for (token_id t : s.token_ids) p.pk().pack(t);
+  const auto n = static_cast<uint32_t>(s.token_ids.size());
+  p.str("prompt_logprobs").array(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i == 0 || i > s.logprobs.size()) p.pk().pack_nil();
+    else p.f64(s.logprobs[i - 1]);
+  }
+  if (!s.top) return;
+  p.str("prompt_top_logprobs").array(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i == 0 || i > s.top->size()) p.pk().pack_nil();
+    else pack_alternatives(p, (*s.top)[i - 1]);
+  }
+}
+
 wire_bytes encode_map(const tokens_event& e) {
   map_packer p;
-  head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0), e.id, e.seq, "tokens");
+  const uint32_t prompt_keys = e.prompt ? (e.prompt->top ? 3 : 2) : 0;
+  head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0) + prompt_keys, e.id, e.seq, "tokens");
   p.str("token_ids").array(static_cast<uint32_t>(e.token_ids.size()));
   for (token_id t : e.token_ids) p.pk().pack(t);
   p.kv("text", e.text);
@@ -32,15 +60,9 @@ wire_bytes encode_map(const tokens_event& e) {
   }
   if (e.top_logprobs) {
     p.str("top_logprobs").array(static_cast<uint32_t>(e.top_logprobs->size()));
-    for (const auto& alts : *e.top_logprobs) {
-      p.pk().pack_array(static_cast<uint32_t>(alts.size()));
-      for (const auto& a : alts) {
-        p.pk().pack_array(2);
-        p.pk().pack(a.token);
-        p.f64(a.logprob);
-      }
-    }
+    for (const auto& alts : *e.top_logprobs) pack_alternatives(p, alts);
   }
+  if (e.prompt) pack_prompt(p, *e.prompt);
   return p.take();
 }
 
@@ -77,7 +99,7 @@ bool is_terminal(const job_event& event) {
 }
 
 void published_event::drop_typed_payload() {
-  if (auto* t = std::get_if<tokens_event>(&event)) *t = tokens_event{std::move(t->id), t->seq, {}, {}, {}, {}};
+  if (auto* t = std::get_if<tokens_event>(&event)) *t = tokens_event{std::move(t->id), t->seq, {}, {}, {}, {}, {}};
   else if (auto* d = std::get_if<done_event>(&event)) d->text = std::string();
 }
 

@@ -23,6 +23,18 @@ struct accepted_event {
   uint64_t seq = 0;
 };
 
+/// A job's prompt logprobs (its prompt_logprobs >= 0), sent in its first tokens event: the
+/// prompt's token ids and, for each one after the first, its logprob given the tokens before it
+/// and (prompt_logprobs > 0) its most likely alternatives. On the wire "prompt_token_ids",
+/// "prompt_logprobs" and "prompt_top_logprobs" (the last only with alternatives), the two lists
+/// as long as the ids with nil first, as vLLM's prompt_logprobs.
+struct prompt_scores {
+  std::vector<token_id> token_ids;
+  /// token_ids.size() - 1 entries (or none for an empty prompt): entry i is token i + 1's.
+  std::vector<float> logprobs;
+  std::optional<std::vector<std::vector<token_logprob>>> top;
+};
+
 /// kind "tokens": output tokens since the previous event; `text` is their detokenized delta
 /// (whole UTF-8 characters only; bytes of a split character wait for the next event).
 /// `logprobs` (one per token id, natural log) is present only when the job asked for it.
@@ -34,6 +46,8 @@ struct tokens_event {
   std::optional<std::vector<float>> logprobs;
   /// Per token, its most likely alternatives [[id, logprob], ...] (the job's top_logprobs > 0).
   std::optional<std::vector<std::vector<token_logprob>>> top_logprobs;
+  /// The job's first tokens event, when it asked for prompt logprobs.
+  std::optional<prompt_scores> prompt;
 };
 
 /// The `usage` map of a done event.

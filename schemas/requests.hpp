@@ -85,6 +85,9 @@ struct submit_request {
   /// With each token also its `top_logprobs` most likely alternatives, in [0, 20] (> 0 sets
   /// logprobs).
   int32_t top_logprobs = 0;
+  /// Prompt logprobs (vLLM's prompt_logprobs), in [0, 20]: each prompt token's logprob given the
+  /// ones before it, with this many alternatives, in the first tokens event (needs stream).
+  std::optional<int32_t> prompt_logprobs;
   /// Variables for the chat template (`messages` only), e.g. {"enable_thinking": false}: string
   /// keys, scalar values (bool, integer, float, string); not "messages". In key order as sent.
   std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> chat_template_kwargs;

@@ -25,7 +25,7 @@ SUBMIT_DEFAULTS = {
     "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0, "priority": 0,
     "deadline_ms": None, "logprobs": False, "stream": True,
     "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
-    "chat_template_kwargs": {},
+    "chat_template_kwargs": {}, "prompt_logprobs": None,
 }
 INPUT_KEYS = ("prompt", "messages", "prompt_tokens")
 
@@ -90,6 +90,8 @@ ok("submit_penalties_at_their_limits", submit(prompt="x", presence_penalty=-2, f
 ok("submit_chat_template_kwargs", submit(messages=[{"role": "user", "content": "Hi"}],
                                          chat_template_kwargs={"enable_thinking": False, "depth": -3, "big": 2**63 - 1,
                                                                "temperature_hint": 0.5, "persona": "terse"}))
+ok("submit_prompt_logprobs", submit(prompt="x", prompt_logprobs=2))
+ok("submit_prompt_logprobs_zero", submit(prompt_tokens=[1, 2, 3], prompt_logprobs=0))
 ok("cancel", {"op": "cancel", "id": "job-1"})
 ok("status", {"op": "status", "id": "job-1"})
 ok("fetch_defaults", {"op": "fetch", "id": "job-1"},
@@ -200,6 +202,9 @@ bad("submit_deadline_zero", submit(prompt="x", deadline_ms=0), "deadline_ms")
 bad("submit_deadline_negative", submit(prompt="x", deadline_ms=-5), "deadline_ms")
 bad("submit_ignore_eos_integer", submit(prompt="x", ignore_eos=1), "ignore_eos")
 bad("submit_logprobs_string", submit(prompt="x", logprobs="yes"), "logprobs")
+bad("submit_prompt_logprobs_over_20", submit(prompt="x", prompt_logprobs=21), "prompt_logprobs")
+bad("submit_prompt_logprobs_negative", submit(prompt="x", prompt_logprobs=-1), "prompt_logprobs")
+bad("submit_prompt_logprobs_without_stream", submit(prompt="x", prompt_logprobs=0, stream=False), "prompt_logprobs")
 bad("submit_stream_nil_is_default_but_int_is_not", submit(prompt="x", stream=0), "stream")
 bad("fetch_negative_from_seq", {"op": "fetch", "id": "job-1", "from_seq": -1}, "from_seq")
 bad("fetch_zero_max_events", {"op": "fetch", "id": "job-1", "max_events": 0}, "max_events")
@@ -210,6 +215,10 @@ EV_ACCEPTED = {"id": "job-1", "seq": 0, "kind": "accepted"}
 EV_TOKENS = {"id": "job-1", "seq": 1, "kind": "tokens", "token_ids": [9906, 11], "text": "Hello,"}
 EV_TOKENS_LP = {"id": "job-1", "seq": 2, "kind": "tokens", "token_ids": [1917], "text": " world",
                 "logprobs": [-0.5]}
+EV_TOKENS_PROMPT = {"id": "job-1", "seq": 1, "kind": "tokens", "token_ids": [11], "text": ",", "logprobs": [-0.25],
+                    "top_logprobs": [[[11, -0.25], [13, -2.0]]], "prompt_token_ids": [1, 9906, 22],
+                    "prompt_logprobs": [None, -3.5, -0.125],
+                    "prompt_top_logprobs": [None, [[9906, -3.5], [22, -4.0]], [[22, -0.125], [5, -3.0]]]}
 EV_DONE = {"id": "job-1", "seq": 3, "kind": "done", "finish_reason": "stop", "text": "Hello, world",
            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "cached_tokens": 0},
            "timing": {"queue_ms": 1.5, "ttft_ms": 12.25, "e2e_ms": 40.0}}
@@ -255,6 +264,7 @@ events = {
     "event_accepted": EV_ACCEPTED,
     "event_tokens": EV_TOKENS,
     "event_tokens_logprobs": EV_TOKENS_LP,
+    "event_tokens_prompt_logprobs": EV_TOKENS_PROMPT,
     "event_done_stop": EV_DONE,
     "event_done_cancelled_before_first_token": {
         "id": "job-2", "seq": 1, "kind": "done", "finish_reason": "cancelled", "text": "",

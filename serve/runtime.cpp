@@ -70,6 +70,7 @@ runtime::runtime(const runtime_options& o, std::unique_ptr<bound_endpoints> eps,
   sc.sched = o.sched;
   sc.cache = o.cache;
   sc.num_kv_blocks = ex->info().num_kv_blocks;
+  if (!ex->info().scores_prompts) sc.sched.no_prompt_logprobs_on = ex->info().device;
   sc.pipelined = o.sched.async_scheduling && ex->info().async_steps;
   sc.trace = trace_;
   sc.restored_finished = std::move(plan.finished);

@@ -159,6 +159,15 @@ void http_intake::generate(http_request req, std::shared_ptr<http_exchange> x, o
       if (std::find(r->job.stop.begin(), r->job.stop.end(), s) == r->job.stop.end()) r->job.stop.push_back(std::move(s));
     r->new_turn_parser = std::move(p.parser);
   }
+  if (r->echo) {  // the prompt as the client gave it, or its ids as text
+    if (const auto* text = std::get_if<std::string>(&r->job.input)) {
+      r->echo_text = *text;
+    } else if (const auto* ids = std::get_if<std::vector<token_id>>(&r->job.input); ids && detokenize_) {
+      auto text_of_ids = detokenize_(*ids);
+      if (!text_of_ids) return send_error(*x, {400, "prompt: an id is outside the vocabulary", "invalid_request_error", "prompt", "bad_request"});
+      r->echo_text = std::move(*text_of_ids);
+    }
+  }
   r->job.stream = r->stream || r->logprobs;  // without logprobs a whole answer needs only the done event
   if (r->n > 1 && id.size() + 3 > 128)
     return send_error(*x, {400, "with n > 1 the request id names each choice's job as <id>/<i>: it must be at most 125 characters",

@@ -113,7 +113,6 @@ std::vector<std::pair<token_id, float>> read_logit_bias(const json& body) {
 void refuse_unsupported(const json& body) {
   constexpr int64_t i32 = std::numeric_limits<int32_t>::max();
   if (read_int(body, "best_of", 1, i32, 1) != 1) refuse("best_of", "best_of must be 1");
-  if (read_bool(body, "echo", false)) refuse("echo", "echo is not supported by conveyor; leave it out or set false");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
     refuse("suffix", "suffix is not supported by conveyor");
 }
@@ -329,6 +328,10 @@ openai_request read(const json& body, openai_endpoint ep, const std::string& ser
   }
   j.logprobs = r.logprobs;
   j.top_logprobs = r.top_logprobs;
+  if (!chat && read_bool(body, "echo", false)) {  // the prompt before the answer; with logprobs, its tokens' too
+    r.echo = true;
+    if (r.logprobs) j.prompt_logprobs = r.top_logprobs;
+  }
   r.stream = read_bool(body, "stream", false);
   j.stream = r.stream;
   if (const json* so = field(body, "stream_options")) {

@@ -42,6 +42,10 @@ struct openai_request {
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
   bool logprobs = false;       ///< chat: logprobs; completions: logprobs given (an int)
   int32_t top_logprobs = 0;    ///< chat: top_logprobs; completions: logprobs's value
+  /// Completions: the prompt comes back before the answer (and with logprobs, its tokens with
+  /// theirs: job.prompt_logprobs); `echo_text` is the prompt as text, set by the intake.
+  bool echo = false;
+  std::string echo_text;
   /// tokenize: also each token's text (token_strs). (tokenize reads job.input: a prompt, token
   /// ids or messages; detokenize reads its `tokens` into job.input as token ids.)
   bool return_token_strs = false;

@@ -54,6 +54,30 @@ void completion_logprobs(const openai_context& c, const schemas::tokens_event& e
   }
 }
 
+// The prompt's tokens in completions logprobs (echo): nulls for the first, which nothing predicts.
+void prompt_completion_logprobs(const openai_context& c, const schemas::prompt_scores& p, json& lp) {
+  size_t offset = 0;
+  for (size_t i = 0; i < p.token_ids.size(); ++i) {
+    const std::string tok = c.piece(p.token_ids[i]);
+    lp["tokens"].push_back(tok);
+    lp["token_logprobs"].push_back(i == 0 || i > p.logprobs.size() ? json(nullptr) : json(p.logprobs[i - 1]));
+    lp["text_offset"].push_back(offset);
+    offset += tok.size();
+    json alts = json::object();
+    if (p.top && i > 0 && i <= p.top->size())
+      for (const auto& a : (*p.top)[i - 1]) alts[c.piece(a.token)] = a.logprob;
+    lp["top_logprobs"].push_back(c.req->top_logprobs > 0 && i > 0 ? alts : json(nullptr));
+  }
+}
+
+// Completions with echo: the text and the logprobs of a first tokens event get the prompt first;
+// the answer's offsets continue after the prompt's text.
+size_t echo_prompt(const openai_context& c, const schemas::tokens_event& first, std::string& text, json* lp) {
+  text.insert(0, c.req->echo_text);
+  if (lp && first.prompt) prompt_completion_logprobs(c, *first.prompt, *lp);
+  return c.req->echo_text.size();
+}
+
 json empty_completion_logprobs() {
   return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
 }
@@ -118,12 +142,13 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
         logprobs = {{"content", content}};
       }
     } else {
-      choice["text"] = done.text;
-      if (c.req->logprobs) {
-        logprobs = empty_completion_logprobs();
-        size_t offset = 0;
+      std::string text = done.text;
+      size_t offset = 0;
+      if (c.req->logprobs) logprobs = empty_completion_logprobs();
+      if (c.req->echo) offset = echo_prompt(c, tokens.empty() ? schemas::tokens_event{} : tokens.front(), text, c.req->logprobs ? &logprobs : nullptr);
+      choice["text"] = std::move(text);
+      if (c.req->logprobs)
         for (const auto& ev : tokens) completion_logprobs(c, ev, logprobs, offset);
-      }
     }
     choice["logprobs"] = logprobs;
     all.push_back(std::move(choice));
@@ -135,7 +160,12 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
 }
 
 std::string render_chunk_start(const openai_context& c) {
-  if (!is_chat(c)) return {};
+  if (!is_chat(c)) {  // an echo without logprobs comes first; with them, in the first tokens chunk
+    if (!c.req->echo || c.req->logprobs || c.req->echo_text.empty()) return {};
+    json j = chunk_head(c);
+    j["choices"] = json::array({{{"index", c.index}, {"text", c.req->echo_text}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    return sse(j);
+  }
   json j = chunk_head(c);
   j["choices"] = json::array({{{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
   return sse(j);
@@ -158,10 +188,12 @@ std::string render_chunk_tokens(const openai_context& c, const schemas::tokens_e
       choice["logprobs"] = {{"content", content}};
     }
   } else {
-    choice["text"] = ev.text;
+    std::string text = ev.text;
+    json lp = c.req->logprobs ? empty_completion_logprobs() : json(nullptr);
+    size_t offset = 0;
+    if (c.req->echo && ev.prompt) offset = echo_prompt(c, ev, text, c.req->logprobs ? &lp : nullptr);
+    choice["text"] = std::move(text);
     if (c.req->logprobs) {
-      json lp = empty_completion_logprobs();
-      size_t offset = 0;
       completion_logprobs(c, ev, lp, offset);
       choice["logprobs"] = lp;
     }

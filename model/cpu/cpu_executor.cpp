@@ -61,6 +61,7 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.block_size = o.block_size;
   info_.vocab_size = cfg_.vocab_size;
   info_.device = "cpu";
+  info_.scores_prompts = true;
   kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
   kv_sizing_ = std::to_string(blocks) + " blocks x " + std::to_string(o.block_size) + " tokens = " +
                std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " reserved, " +
@@ -159,7 +160,41 @@ step_result cpu_executor::step(const step_plan& plan) {
   r.step_id = plan.step_id;
   for (size_t k = 0; k < sampled.size(); ++k)
     r.sampled.push_back({sampled[k]->id, drawn[k].token, drawn[k].logprob, std::move(tops[k])});
+  r.prompt_scores = score_prompts(plan);
   return r;
+}
+
+// Prompt logprobs: the final norm and LM head over every row with a target, a few dozen rows at
+// a time (their logits are vocabulary-wide), each row's target and alternatives in parallel.
+std::vector<sampled_token> cpu_executor::score_prompts(const step_plan& plan) {
+  constexpr int32_t kScoreRows = 64;
+  std::vector<sampled_token> out;
+  std::vector<int32_t> rows, tops;
+  int32_t row0 = 0;
+  for (const auto& s : plan.seqs) {
+    for (size_t i = 0; i < s.prompt_targets.size(); ++i) {
+      rows.push_back(row0 + static_cast<int32_t>(i));
+      tops.push_back(s.prompt_top);
+      out.push_back({s.id, s.prompt_targets[i], 0.0f, {}});
+    }
+    row0 += static_cast<int32_t>(s.tokens.size());
+  }
+  const int32_t d = cfg_.n_embd, V = cfg_.vocab_size;
+  for (size_t b = 0; b < rows.size(); b += kScoreRows) {
+    const auto n = static_cast<int32_t>(std::min<size_t>(kScoreRows, rows.size() - b));
+    h_.resize(static_cast<size_t>(n) * d);
+    for (int32_t i = 0; i < n; ++i)
+      rms_norm(&x_[static_cast<size_t>(rows[b + i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
+    score_logits_.resize(static_cast<size_t>(n) * V);
+    project(h_.data(), w_.lm_head, score_logits_.data(), n, false);
+    pool_.parallel_for(n, [&](int64_t k, int32_t thread) {
+      sampled_token& o = out[b + static_cast<size_t>(k)];
+      std::span<const float> lg(&score_logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
+      o.logprob = logprob_of(lg, o.token);
+      top_logprobs(lg, tops[b + static_cast<size_t>(k)], o.top, scratch_[static_cast<size_t>(thread)]);
+    });
+  }
+  return out;
 }
 
 void cpu_executor::attention_block(int32_t l) {

@@ -72,6 +72,8 @@ private:
   void flatten(const step_plan& plan);
   void attention_block(int32_t layer);
   void ffn_block(int32_t layer);
+  /// The prompt targets of the plan (scheduled_seq::prompt_targets), scored in plan order.
+  std::vector<sampled_token> score_prompts(const step_plan& plan);
   /// C(m, w.rows()) = A(m, w.k()) · W^T (+ C when accumulate).
   void project(const float* a, const qmatrix& w, float* c, int32_t m, bool accumulate);
 
@@ -90,6 +92,7 @@ private:
   std::vector<const block_id*> table_;  // per token: its sequence's block table
   std::vector<float> rope_cos_, rope_sin_;  // (T, n_rot/2)
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
+  std::vector<float> score_logits_;  // prompt rows' logits, kScoreRows at a time
   std::vector<sampler_scratch> scratch_;  // one per pool thread
 };
 

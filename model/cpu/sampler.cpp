@@ -144,6 +144,8 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
   return {t, log_softmax_at(logits, t)};
 }
 
+float logprob_of(std::span<const float> logits, token_id token) { return log_softmax_at(logits, token); }
+
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {
   out.clear();
   if (n <= 0 || logits.empty()) return;

@@ -44,6 +44,9 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
                            sampler_scratch& scratch, std::span<const uint32_t> allowed = {},
                            std::span<const logit_edit> edits = {});
 
+/// The log-probability of `token` under softmax(raw logits): a prompt token's score.
+float logprob_of(std::span<const float> logits, token_id token);
+
 /// The `n` most likely tokens under softmax(raw logits), most likely first (ties: lower id).
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch);
 

@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(pipeline_misuse_is_refused) {
   BOOST_CHECK_THROW(gpu.collect(), std::logic_error);
   step_plan a;
   a.step_id = 1;
-  a.seqs.push_back({1, 0, {5, 6, 7}, {0}, true, {}, nullptr, {}});
+  a.seqs.push_back({1, 0, {5, 6, 7}, {0}, true, {}, nullptr, {}, {}, 0});
   step_plan orphan = a;  // seq 2 sampled nothing before
   orphan.seqs[0].id = 2;
   orphan.seqs[0].num_computed_tokens = 0;

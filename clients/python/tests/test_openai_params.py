@@ -199,3 +199,74 @@ def test_reasoning_parser_splits_chat_answers():
         assert getattr(r.choices[0].message, "reasoning_content", None) is None
     finally:
         s.kill()
+
+
+def test_echo_with_logprobs_as_lm_eval_reads_it(http_server):
+    """lm-evaluation-harness's local-completions loglikelihood request: the prompt as token ids,
+    echo, logprobs 1, max_tokens 1. Each prompt token's logprob equals the logprob the same token
+    had when the model generated it (the prompt here is a prompt plus its own greedy answer), and
+    each of those tokens is its position's top alternative."""
+    client = http_server.openai()
+    with http_server.client() as c:
+        events = list(c.stream(c.submit(prompt=PROMPT, max_tokens=6, temperature=0, logprobs=True, ignore_eos=True)))
+    tokens = [e for e in events if e["kind"] == "tokens"]
+    gen_ids = [t for e in tokens for t in e["token_ids"]]
+    gen_lps = [lp for e in tokens for lp in e["logprobs"]]
+    status, t = http_server.post("/tokenize", {"prompt": PROMPT})
+    assert status == 200
+    ids = t["tokens"] + gen_ids
+    r = client.completions.create(model=http_server.model, prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=1)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == len(ids) + 1
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(isinstance(x, float) and x <= 0 for x in lp.token_logprobs[1:])
+    n = len(t["tokens"])
+    for i, want in enumerate(gen_lps):
+        assert abs(lp.token_logprobs[n + i] - want) < 2e-3, (i, lp.token_logprobs[n + i], want)
+        top = lp.top_logprobs[n + i]
+        assert len(top) == 1 and max(top, key=top.get) == lp.tokens[n + i], (i, top, lp.tokens[n + i])
+    status, d = http_server.post("/detokenize", {"tokens": ids})
+    assert r.choices[0].text.startswith(d["prompt"]) and len(r.choices[0].text) > len(d["prompt"])
+    assert lp.text_offset[n] <= len(d["prompt"]) and lp.text_offset[-1] == len(d["prompt"])
+    assert r.usage.prompt_tokens == len(ids) and r.usage.completion_tokens == 1
+
+
+def test_echo_streamed_and_not(http_server):
+    client = http_server.openai()
+    plain = client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=5, temperature=0)
+    echoed = client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=5, temperature=0, echo=True)
+    assert echoed.choices[0].text == PROMPT + plain.choices[0].text and echoed.choices[0].logprobs is None
+    for logprobs in (None, 2):
+        chunks = list(client.completions.create(model=http_server.model, prompt=PROMPT, max_tokens=5, temperature=0,
+                                                echo=True, stream=True, logprobs=logprobs))
+        text = "".join(ch.choices[0].text for ch in chunks if ch.choices)
+        assert text == echoed.choices[0].text, logprobs
+        assert chunks[0].choices[0].text.startswith(PROMPT)
+        if logprobs:
+            first = chunks[0].choices[0].logprobs
+            assert first.token_logprobs[0] is None and all(len(t) == 2 for t in first.top_logprobs[1:])
+
+
+def test_prompt_logprobs_over_zeromq(http_server):
+    """vLLM's prompt_logprobs: the first tokens event carries the prompt's ids, each one's logprob
+    (nil first) and its alternatives; a second run of the same prompt (a prefix-cache hit for a
+    plain job) scores it the same."""
+    runs = []
+    for _ in range(2):
+        with http_server.client() as c:
+            events = list(c.stream(c.submit(prompt=PROMPT, max_tokens=3, temperature=0, prompt_logprobs=3)))
+        firsts = [e for e in events if e["kind"] == "tokens" and "prompt_token_ids" in e]
+        assert len(firsts) == 1 and events.index(firsts[0]) == 1  # the first tokens event, and only it
+        runs.append(firsts[0])
+    e = runs[0]
+    n = len(e["prompt_token_ids"])
+    assert n > 3 and len(e["prompt_logprobs"]) == len(e["prompt_top_logprobs"]) == n
+    assert e["prompt_logprobs"][0] is None and e["prompt_top_logprobs"][0] is None
+    for lp, alts in zip(e["prompt_logprobs"][1:], e["prompt_top_logprobs"][1:]):
+        assert lp <= 0 and len(alts) == 3 and alts[0][1] >= lp - 1e-6
+        assert [a[1] for a in alts] == sorted((a[1] for a in alts), reverse=True)
+    assert runs[1]["prompt_logprobs"] == e["prompt_logprobs"]
+    status, t = http_server.post("/tokenize", {"prompt": PROMPT})
+    assert e["prompt_token_ids"] == t["tokens"]
+    with http_server.client() as c, pytest.raises(Exception, match="prompt_logprobs"):
+        c.submit(prompt=PROMPT, max_tokens=2, prompt_logprobs=1, stream=False)

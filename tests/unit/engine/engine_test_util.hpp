@@ -40,12 +40,21 @@ inline request make_request(seq_id id, int32_t prompt_len, int32_t max_tokens,
   return r;
 }
 
-/// The fake executor: samples `token` for every sequence with `sample`, in plan order.
+/// The fake executor: samples `token` for every sequence with `sample`, in plan order, and
+/// scores each prompt target with minus its position (and prompt_top alternatives 0, 1, ...).
 inline step_result fake_step(const step_plan& plan, token_id token = 7) {
   step_result result;
   result.step_id = plan.step_id;
-  for (const scheduled_seq& s : plan.seqs)
+  for (const scheduled_seq& s : plan.seqs) {
     if (s.sample) result.sampled.push_back({s.id, token, -0.5f, {}});
+    for (size_t i = 0; i < s.prompt_targets.size(); ++i) {
+      sampled_token& t = result.prompt_scores.emplace_back();
+      t.id = s.id;
+      t.token = s.prompt_targets[i];
+      t.logprob = -static_cast<float>(s.num_computed_tokens + static_cast<int32_t>(i) + 1);
+      for (int32_t k = 0; k < s.prompt_top; ++k) t.top.push_back({k, -static_cast<float>(k)});
+    }
+  }
   return result;
 }
 

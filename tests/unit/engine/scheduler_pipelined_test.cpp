@@ -226,18 +226,18 @@ BOOST_AUTO_TEST_CASE(a_placeholder_resolves_to_the_previous_steps_sample) {
   kv_toy_executor ex(8, 4, 32);
   step_plan a;
   a.step_id = 1;
-  a.seqs.push_back({1, 0, {11, 12, 13}, {0}, true, {}, nullptr, {}});
+  a.seqs.push_back({1, 0, {11, 12, 13}, {0}, true, {}, nullptr, {}, {}, 0});
   ex.submit(a);
   step_plan b;
   b.step_id = 2;
-  b.seqs.push_back({1, 3, {k_previous_sample}, {0}, true, {}, nullptr, {}});
+  b.seqs.push_back({1, 3, {k_previous_sample}, {0}, true, {}, nullptr, {}, {}, 0});
   ex.submit(b);
   const step_result ra = ex.collect(), rb = ex.collect();
   BOOST_TEST(rb.sampled.at(0).token == toy_next_token({11, 12, 13, ra.sampled.at(0).token}));
   BOOST_CHECK_THROW(ex.collect(), std::logic_error);
   step_plan c;  // seq 2 sampled nothing in b
   c.step_id = 3;
-  c.seqs.push_back({2, 0, {k_previous_sample}, {1}, true, {}, nullptr, {}});
+  c.seqs.push_back({2, 0, {k_previous_sample}, {1}, true, {}, nullptr, {}, {}, 0});
   BOOST_CHECK_THROW(ex.submit(c), std::invalid_argument);
 }
 

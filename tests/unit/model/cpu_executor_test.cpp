@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(malformed_plans_are_rejected) {
   cpu_executor ex(f, o);
   auto plan_with = [](std::vector<token_id> toks, std::vector<block_id> table, int32_t computed = 0) {
     step_plan p;
-    p.seqs.push_back({1, computed, std::move(toks), std::move(table), true, {}, nullptr, {}});
+    p.seqs.push_back({1, computed, std::move(toks), std::move(table), true, {}, nullptr, {}, {}, 0});
     return p;
   };
   BOOST_CHECK_THROW(ex.step(plan_with({1, 2, 3, 4, 5}, {0})), std::invalid_argument);     // too few blocks

@@ -148,7 +148,12 @@ BOOST_AUTO_TEST_CASE(top_logprobs_and_response_formats_round_trip) {
     BOOST_TEST((d.format->type == kind));
     BOOST_TEST(d.format->spec == spec);
     BOOST_TEST(d.to_sampling_params(1).top_logprobs == 5);
+    BOOST_TEST(!d.prompt_logprobs.has_value());
   }
+  j.prompt_logprobs = 0;  // a journaled job resumed before its first token scores its prompt again
+  BOOST_TEST(round_trip(j).prompt_logprobs.value_or(-1) == 0);
+  j.prompt_logprobs = 20;
+  BOOST_TEST(round_trip(j).prompt_logprobs.value_or(-1) == 20);
 }
 
 BOOST_AUTO_TEST_CASE(events_carry_text_logprobs_alternatives_and_errors) {

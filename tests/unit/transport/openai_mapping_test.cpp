@@ -52,6 +52,7 @@ json submit_map(const schemas::submit_request& j) {
   if (j.deadline_ms) m["deadline_ms"] = *j.deadline_ms;
   put("logprobs", j.logprobs, d.logprobs);
   put("top_logprobs", j.top_logprobs, d.top_logprobs);
+  if (j.prompt_logprobs) m["prompt_logprobs"] = *j.prompt_logprobs;
   if (!j.logit_bias.empty()) {
     m["logit_bias"] = json::object();
     for (const auto& [t, b] : j.logit_bias) m["logit_bias"][std::to_string(t)] = b;
