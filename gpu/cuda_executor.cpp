@@ -70,6 +70,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
   info_.max_model_len = max_len;
   info_.device = "cuda";
   info_.async_steps = true;
+  info_.scores_prompts = true;
 
   // Weights.
   device_arena measure_w;
@@ -119,6 +120,7 @@ void cuda_executor::init(const model::gguf_file* f, const cuda_executor_options&
     out_ids_ = a.take<int32_t>(S);
     prev_ids_ = a.take<int32_t>(S);
     out_lp_ = a.take<float>(S);
+    score_rows_ = a.take<int32_t>(S);
   };
   device_arena measure_a;
   carve(measure_a);

@@ -79,6 +79,8 @@ private:
   void check_plan(const step_plan& plan) const;
   void read_slot(int32_t slot, step_result& r) const;
   void resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out);
+  /// The plan's prompt targets (scheduled_seq::prompt_targets), scored in plan order.
+  std::vector<sampled_token> score_prompts(const step_plan& plan);
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
   void forward(const step_shape& sh, const attn_split& split);
   attn_split eager_split(const step_shape& sh) const;
@@ -133,6 +135,7 @@ private:
   int32_t* out_ids_ = nullptr;  // (S)
   int32_t* prev_ids_ = nullptr; // (S) the previous step's out_ids_, read by k_previous_sample tokens
   float* out_lp_ = nullptr;     // (S)
+  int32_t* score_rows_ = nullptr;  // (S) prompt logprobs: the token rows scored in one pass
   // Pipelined steps: two pinned result slots (ids, log-probabilities, the event behind their
   // copies), used in turn; the steps submitted and not yet collected; each sampled sequence's row
   // in the last submitted step (for k_previous_sample).
@@ -154,7 +157,7 @@ private:
   std::deque<outstanding_step> outstanding_;
   std::unordered_map<seq_id, int32_t> prev_row_;
   int32_t next_slot_ = 0;
-  std::vector<float> host_row_;             // resample_on_host: one row of logits
+  std::vector<float> host_row_;             // resample_on_host: one row of logits; score_prompts: S rows
   model::sampler_scratch host_scratch_;
   std::vector<uint32_t> host_mask_;
   // KV pool: k then v, each (n_layer, num_blocks + 1, n_kv, block_size, hd) bf16; the last block

@@ -6,6 +6,8 @@
 //
 //   host:  fill(N) upload launch copy->slot[N%2] record(N) | fill(N+1) ... record(N+1) | wait(N) read slot[N%2]
 //   GPU:                [-------------- step N --------------][------------ step N+1 ------------]
+#include <algorithm>
+#include <span>
 #include <stdexcept>
 
 #include "gpu/check.hpp"
@@ -30,13 +32,15 @@ void cuda_executor::submit(const step_plan& plan) {
     return;
   }
   CUDA_CHECK(cudaSetDevice(device_));
-  bool decode_only = true, on_host = false;
+  bool decode_only = true, on_host = false, scores = false;
   int32_t n_sample = 0;
   for (const auto& s : plan.seqs) {
     decode_only = decode_only && s.tokens.size() == 1 && s.sample;
     n_sample += s.sample ? 1 : 0;
     on_host = on_host || (s.sample && (s.constraint || !s.logit_edits.empty() || s.sampling.top_logprobs > 0));
+    scores = scores || !s.prompt_targets.empty();
   }
+  on_host = on_host || scores;
   // The slot's previous user (two steps back) has been collected: its upload and copies are done.
   const int32_t slot = next_slot_;
   next_slot_ ^= 1;
@@ -90,6 +94,7 @@ void cuda_executor::submit(const step_plan& plan) {
       ++row;
     }
     if (replaced) CUDA_CHECK(cudaMemcpy(out_ids_, slots_.ids[slot], sizeof(int32_t) * n_sample, cudaMemcpyHostToDevice));
+    if (scores) out.result.prompt_scores = score_prompts(plan);
     out.ready = true;
   }
   outstanding_.push_back(std::move(out));
@@ -128,6 +133,42 @@ void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sample
     out.logprob = d.logprob;
   }
   model::top_logprobs(host_row_, s.sampling.top_logprobs, out.top, host_scratch_);
+}
+
+// Prompt logprobs, after the step's own sampling (the step waited): the rows with a target take
+// the final norm and the LM head S rows at a time, through the sampled rows' buffers (their
+// tokens are read by now); their logits come to the host, where the CPU sampler's functions
+// score them.
+std::vector<sampled_token> cuda_executor::score_prompts(const step_plan& plan) {
+  std::vector<sampled_token> out;
+  std::vector<int32_t> rows, tops;
+  int32_t row0 = 0;
+  for (const auto& s : plan.seqs) {
+    for (size_t i = 0; i < s.prompt_targets.size(); ++i) {
+      rows.push_back(row0 + static_cast<int32_t>(i));
+      tops.push_back(s.prompt_top);
+      out.push_back({s.id, s.prompt_targets[i], 0.0f, {}});
+    }
+    row0 += static_cast<int32_t>(s.tokens.size());
+  }
+  const int32_t S = meta_->caps().seqs, d = cfg_.n_embd;
+  const size_t V = static_cast<size_t>(cfg_.vocab_size);
+  for (size_t b = 0; b < rows.size(); b += static_cast<size_t>(S)) {
+    const auto n = static_cast<int32_t>(std::min(static_cast<size_t>(S), rows.size() - b));
+    CUDA_CHECK(cudaMemcpyAsync(score_rows_, rows.data() + b, sizeof(int32_t) * static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
+    launch_rmsnorm(x_, nullptr, score_rows_, w_.output_norm, hs_, n, d, cfg_.rms_eps, stream_);
+    gemm_->run(hs_, w_.lm_head, logits_, true, n, cfg_.vocab_size, d, 0.0f, stream_);
+    host_row_.resize(V * static_cast<size_t>(n));
+    CUDA_CHECK(cudaMemcpyAsync(host_row_.data(), logits_, sizeof(float) * V * static_cast<size_t>(n), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int32_t k = 0; k < n; ++k) {
+      sampled_token& o = out[b + static_cast<size_t>(k)];
+      const std::span<const float> lg(host_row_.data() + V * static_cast<size_t>(k), V);
+      o.logprob = model::logprob_of(lg, o.token);
+      model::top_logprobs(lg, tops[b + static_cast<size_t>(k)], o.top, host_scratch_);
+    }
+  }
+  return out;
 }
 
 } // namespace conveyor::gpu
