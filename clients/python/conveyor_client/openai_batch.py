@@ -8,8 +8,9 @@ Output lines: {"id": "batch_req_<job id>", "custom_id": S,
 A request the server refused (or a body conveyor cannot run) has a response with its HTTP status
 and OpenAI's error object as the body; `error` is for failures that are not HTTP answers (a
 timeout, a server that went away). The body is read by the same rules as the server's HTTP
-intake (docs/http.md); logprobs are not available here (they need the server's token strings:
-use the HTTP API for them).
+intake (docs/http.md); logprobs and echo are not available here (they need the server's token
+strings: use the HTTP API for them). A line with n > 1 runs as n jobs (conveyor-pipe groups them:
+choice 0 first, the rest once it is done, one output line with every choice).
 """
 import json
 import time
@@ -28,6 +29,28 @@ STATUS = {"bad_request": 400, "too_long": 400, "not_found": 404, "duplicate": 40
           "shutting_down": 503, "internal": 500}
 
 
+MAX_CHOICES = 16   # n, as the HTTP intake allows
+
+
+def num_choices(body):
+    """The line's `n` (choices, each its own job), in [1, MAX_CHOICES]."""
+    n = body.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise LineError("n must be an integer in [1, %d]" % MAX_CHOICES, "n")
+    return n
+
+
+def choice_job(job, index, job_id):
+    """Choice `index` of a line's job: its own id and, when the line gave a seed, seed + index
+    (as the HTTP API's choice i); without one the server picks each choice's."""
+    j = dict(job, id=job_id)
+    if j.get("seed") is not None:
+        j["seed"] = j["seed"] + index
+    return j
+
+
 class LineError(Exception):
     """A line that cannot run: its HTTP status, message and the offending field."""
 
@@ -44,8 +67,6 @@ def _refuse_unsupported(body):
     if body.get("tool_choice") not in (None, "none", "auto") or body.get("function_call"):
         k = "function_call" if body.get("function_call") else "tool_choice"
         raise LineError("%s asks for tool calls, which are not available in a batch (HTTP requests only)" % k, k)
-    if body.get("n", 1) != 1:
-        raise LineError("n must be 1 in a batch: send one line per choice (seed + i gives the HTTP API's choice i)", "n")
     if body.get("best_of", 1) != 1:
         raise LineError("best_of must be 1", "best_of")
     if body.get("echo") or body.get("suffix"):
@@ -116,6 +137,7 @@ def to_submit(line):
         if k not in allowed:
             raise LineError("unknown field '%s' for %s" % (k, url), k)
     _refuse_unsupported(body)
+    num_choices(body)
     job = {}
     if chat:
         msgs = body.get("messages")
@@ -156,19 +178,25 @@ def to_submit(line):
 
 def output_line(custom_id, url, model, job_id, event):
     """The output line for a job that ended with `event` (done or error; an error without seq is
-    the client's own failure: a timeout)."""
+    the client's own failure: a timeout), or for a line of n choices that all ended with the done
+    events `event` (a list, in choice order): the prompt counted once, every completion."""
     out = {"id": "batch_req_%s" % job_id, "custom_id": custom_id, "response": None, "error": None}
-    if event.get("kind") == "done":
-        usage = event.get("usage") or {}
-        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        choice = {"index": 0, "finish_reason": event.get("finish_reason"), "logprobs": None}
-        if url == CHAT:
-            choice["message"] = {"role": "assistant", "content": event.get("text")}
-        else:
-            choice["text"] = event.get("text")
+    dones = event if isinstance(event, list) else [event]
+    if dones[0].get("kind") == "done":
+        usage = dones[0].get("usage") or {}
+        prompt = usage.get("prompt_tokens", 0)
+        completion = sum((d.get("usage") or {}).get("completion_tokens", 0) for d in dones)
+        choices = []
+        for i, d in enumerate(dones):
+            choice = {"index": i, "finish_reason": d.get("finish_reason"), "logprobs": None}
+            if url == CHAT:
+                choice["message"] = {"role": "assistant", "content": d.get("text")}
+            else:
+                choice["text"] = d.get("text")
+            choices.append(choice)
         body = {"id": ("chatcmpl-" if url == CHAT else "cmpl-") + job_id,
                 "object": "chat.completion" if url == CHAT else "text_completion",
-                "created": int(time.time()), "model": model, "choices": [choice],
+                "created": int(time.time()), "model": model, "choices": choices,
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                           "total_tokens": prompt + completion,
                           "prompt_tokens_details": {"cached_tokens": usage.get("cached_tokens", 0)}}}

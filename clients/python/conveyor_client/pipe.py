@@ -122,9 +122,18 @@ class _Job:
     """One job of the input: its submit map, how many input lines wait on its id (a repeated
     explicit id re-attaches under --resume), when it was accepted, whether it was resubmitted."""
 
-    def __init__(self, job, batch=None):
+    def __init__(self, job, batch=None, group=None, index=0):
         self.job, self.lines, self.t0, self.resubmitted = job, 1, 0.0, False
         self.batch = batch   # --format openai-batch: (custom_id, url, model)
+        self.group, self.index = group, index   # a Batch line's choice `index` of n
+
+
+class _Choices:
+    """A Batch line with n > 1: jobs <id>/0 .. <id>/n-1. Choice 0 runs first; the others are
+    submitted when it is done, so they find the prompt in the prefix cache. One output line."""
+
+    def __init__(self, base, rest):
+        self.base, self.rest, self.events, self.failed = base, rest, {}, False
 
 
 class _Pipe:
@@ -161,6 +170,10 @@ class _Pipe:
         return _result(job_id, event)
 
     def fail(self, rec, job_id, code, message, copies=1, field=None, client_side=False):
+        if rec is not None and rec.group is not None:   # one error line for the whole Batch line
+            if rec.group.failed:
+                return
+            rec.group.failed, job_id = True, rec.group.base
         event = {"kind": "error", "code": code, "message": message, "field": field}
         if not client_side:
             event["seq"] = 0
@@ -185,9 +198,10 @@ class _Pipe:
                     self.emit({"id": None, "error": {"code": "bad_request", "message":
                                                      "input line %d: %s" % (number, e)}}, False)
                 continue
-            batch = None
+            batch, n = None, 1
             if self.batch:
                 try:
+                    n = openai_batch.num_choices(job.get("body") or {})
                     custom_id, url, model, job = openai_batch.to_submit(job)
                 except openai_batch.LineError as e:
                     self.emit(openai_batch.refused_line(job.get("custom_id"), e), False)
@@ -196,8 +210,12 @@ class _Pipe:
             job.pop("op", None)
             if job.get("id") is None:
                 job.pop("id", None)
-                job["id"] = resume_id(job, number) if self.resume else new_id()
+                job["id"] = resume_id(dict(job, n=n) if n > 1 else job, number) if self.resume else new_id()
             job.setdefault("stream", False)   # only the final text is written out
+            if n > 1:
+                base = job["id"]
+                rest = [openai_batch.choice_job(job, i, "%s/%d" % (base, i)) for i in range(1, n)]
+                return _Job(openai_batch.choice_job(job, 0, base + "/0"), batch, _Choices(base, rest), 0)
             return _Job(job, batch)
         self.exhausted = True
         return None
@@ -294,7 +312,20 @@ class _Pipe:
                 return
         del self.inflight[job_id]
         self.parked.discard(job_id)   # its end came in the batch that parked it
+        if rec.group is not None:
+            return self.on_choice(rec, event)
         self.emit(self.result(rec, job_id, event), event.get("kind") == "done", rec.lines)
+
+    def on_choice(self, rec, event):
+        g = rec.group
+        if event.get("kind") != "done":
+            return self.fail(rec, g.base, event.get("code", "internal"), event.get("message", ""), field=event.get("field"))
+        g.events[rec.index] = event
+        if rec.index == 0:
+            for i, job in reversed(list(enumerate(g.rest, 1))):
+                self.pending.appendleft((0.0, _Job(job, rec.batch, g, i)))
+        if len(g.events) == len(g.rest) + 1 and not g.failed:
+            self.emit(self.result(rec, g.base, [g.events[i] for i in range(len(g.events))]), True)
 
     def expire(self):
         now = time.monotonic()

@@ -99,6 +99,32 @@ def test_lines_that_cannot_run_get_their_own_answer(server):
     assert by_id[None]["response"]["status_code"] == 400
 
 
+def test_n_choices_equal_single_lines_with_derived_seeds(server):
+    """A line with n = 3 and seed 5: one output line whose choice i is what a line with seed 5 + i
+    gives; the prompt is counted once (the later choices run after the first and find it in the
+    prefix cache); a line with n and no seed gets n choices too."""
+    body = {"prompt": "Here is a list of fruits, one per line, with a short note on each: apple, pear, plum, " * 2,
+            "max_tokens": 8, "temperature": 0.9, "seed": 5}
+    lines = [{"custom_id": "n3", "url": "/v1/completions", "body": dict(body, n=3)},
+             {"custom_id": "free", "url": "/v1/chat/completions",
+              "body": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "n": 2}}]
+    lines += [{"custom_id": "s%d" % i, "url": "/v1/completions", "body": dict(body, seed=5 + i)} for i in range(3)]
+    status, results = run_batch(server, lines)
+    assert status == 0 and len(results) == 5
+    by_id = {r["custom_id"]: r["response"]["body"] for r in results}
+    n3 = by_id["n3"]
+    assert [c["index"] for c in n3["choices"]] == [0, 1, 2]
+    assert [c["text"] for c in n3["choices"]] == [by_id["s%d" % i]["choices"][0]["text"] for i in range(3)]
+    assert n3["usage"]["prompt_tokens"] == by_id["s0"]["usage"]["prompt_tokens"]
+    assert n3["usage"]["completion_tokens"] == sum(by_id["s%d" % i]["usage"]["completion_tokens"] for i in range(3))
+    assert len(by_id["free"]["choices"]) == 2 and all(c["message"]["content"] for c in by_id["free"]["choices"])
+    base = [r for r in results if r["custom_id"] == "n3"][0]["response"]["request_id"]
+    with server.client() as c:  # the later choices found the first one's prompt in the prefix cache
+        for i in (1, 2):
+            done = [e for e in c.fetch("%s/%d" % (base, i))["events"] if e["kind"] == "done"][0]
+            assert done["usage"]["cached_tokens"] >= 16, done
+
+
 def test_the_mapping_reads_openai_bodies():
     cid, url, model, job = openai_batch.to_submit(
         {"custom_id": "a", "method": "POST", "url": "/v1/completions",
@@ -117,7 +143,9 @@ def test_the_mapping_reads_openai_bodies():
                   "logit_bias": {"50256": -100}}})
     assert (job["presence_penalty"], job["frequency_penalty"], job["repetition_penalty"]) == (0.5, 1, 1.1)
     assert job["logit_bias"] == {"50256": -100}  # the server reads string ids, as JSON has them
-    for body, param in [({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+    for body, param in [({"messages": [{"role": "user", "content": "x"}], "n": 17}, "n"),
+                        ({"messages": [{"role": "user", "content": "x"}], "n": "2"}, "n"),
+                        ({"messages": [{"role": "user", "content": "x"}], "n": 0}, "n"),
                         ({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, "logprobs"),
                         ({"messages": []}, "messages"),
                         ({"messages": [{"role": "user", "content": "x"}], "response_format": "json"}, "response_format"),
