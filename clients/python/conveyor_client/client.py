@@ -9,7 +9,7 @@ import zmq
 
 from ._core import ClientCore
 from .protocol import (DEFAULT_PUB, DEFAULT_ROUTER, ConveyorError, ConveyorTimeout, build_submit,
-                       check_reply, pack, raise_for_event, valid_id)
+                       check_reply, new_id, pack, raise_for_event, valid_id)
 from .sequencer import TrackedJob
 
 
@@ -223,3 +223,22 @@ class Client(ClientCore):
         params.setdefault("stream", False)
         job_id = self.submit(prompt, messages, prompt_tokens, id, **params)
         return self.wait(job_id, timeout)["text"]
+
+    def generate_n(self, n, prompt=None, messages=None, prompt_tokens=None, id=None, timeout=None, **params):
+        """n choices of one request, as the HTTP API's `n`: jobs <id>/0 .. <id>/<n-1> (id: a new
+        uuid4 when None), choice i with seed + i when a seed is given (else the server picks each
+        one's). Choice 0 runs first and the others once it is done, so they find its prompt in the
+        prefix cache. Returns the n output texts in choice order."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 16:
+            raise ValueError("n must be an integer in [1, 16]")
+        base = id if id is not None else new_id()
+        seed = params.pop("seed", None)
+        params.setdefault("stream", False)
+
+        def submit(i):
+            extra = {} if seed is None else {"seed": seed + i}
+            return self.submit(prompt, messages, prompt_tokens, "%s/%d" % (base, i), **params, **extra)
+
+        texts = [self.wait(submit(0), timeout)["text"]]
+        rest = [submit(i) for i in range(1, n)]
+        return texts + [self.wait(job_id, timeout)["text"] for job_id in rest]

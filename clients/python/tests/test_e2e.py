@@ -259,6 +259,20 @@ def test_late_joiner_gets_every_event_through_fetch(live_server):
         assert list(b.stream(job_id, timeout=10, from_seq=2)) == first[2:]
 
 
+def test_n_choices_over_zeromq(live_server):
+    """Client.generate_n: choice i is the job with seed + i; the later choices hit the prefix cache."""
+    prompt = "A list of rivers, one per line, with a note on each: Nile, Amazon, Danube, " * 2
+    params = dict(max_tokens=8, temperature=0.9, top_p=0.95, seed=11)
+    with live_server.client() as c:
+        texts = c.generate_n(3, prompt, id="n3", **params)
+        assert texts == [c.generate(prompt, **dict(params, seed=11 + i)) for i in range(3)]
+        assert len(set(texts)) > 1
+        done = [e for e in c.fetch("n3/2")["events"] if e["kind"] == "done"][0]
+        assert done["usage"]["cached_tokens"] >= 16, done
+        with pytest.raises(ValueError):
+            c.generate_n(17, prompt)
+
+
 @pytest.fixture
 def drain_server():
     s = Server("--drain-timeout", "1")
