@@ -172,6 +172,17 @@ std::optional<schemas::published_event> job_session::take_tokens_event(bool fina
   if (job_.top_logprobs > 0) ev.top_logprobs = std::move(pending_top_);
   ev.prompt = std::move(pending_prompt_);
   pending_prompt_.reset();
+  if (job_.token_bytes) {  // for clients without the tokenizer (Batch files' logprobs)
+    ev.token_bytes.emplace();
+    for (token_id t : ev.token_ids) ev.token_bytes->push_back(m_.tok->piece(t, /*special=*/true));
+    if (ev.top_logprobs) {
+      ev.top_bytes.emplace();
+      for (const auto& alts : *ev.top_logprobs) {
+        auto& b = ev.top_bytes->emplace_back();
+        for (const auto& a : alts) b.push_back(m_.tok->piece(a.token, /*special=*/true));
+      }
+    }
+  }
   pending_ids_.clear();
   pending_logprobs_.clear();
   pending_top_.clear();

@@ -33,6 +33,13 @@ void read_num(const msgpack::object& map, std::string_view key, T& out) {
   if (const msgpack::object* v = find(map, key); v && v->type != msgpack::type::NIL) out = v->as<T>();
 }
 
+// A bin (or str) value's bytes.
+std::string bytes_of(const msgpack::object& o) {
+  if (o.type == msgpack::type::BIN) return std::string(o.via.bin.ptr, o.via.bin.size);
+  if (o.type == msgpack::type::STR) return std::string(o.via.str.ptr, o.via.str.size);
+  throw msgpack::type_error();
+}
+
 std::vector<token_logprob> read_alternatives(const msgpack::object& o) {
   std::vector<token_logprob> alts;
   for (const auto& [t, lp] : o.as<std::vector<std::pair<token_id, float>>>()) alts.push_back({t, lp});
@@ -65,6 +72,19 @@ std::optional<job_event> read_tokens(const msgpack::object& o, tokens_event ev) 
     for (uint32_t i = 0; i < top->via.array.size; ++i) ev.top_logprobs->push_back(read_alternatives(top->via.array.ptr[i]));
   }
   ev.prompt = read_prompt(o);
+  if (const msgpack::object* b = find(o, "token_bytes"); b && b->type == msgpack::type::ARRAY) {
+    ev.token_bytes.emplace();
+    for (uint32_t i = 0; i < b->via.array.size; ++i) ev.token_bytes->push_back(bytes_of(b->via.array.ptr[i]));
+  }
+  if (const msgpack::object* b = find(o, "top_logprobs_bytes"); b && b->type == msgpack::type::ARRAY) {
+    ev.top_bytes.emplace();
+    for (uint32_t i = 0; i < b->via.array.size; ++i) {
+      std::vector<std::string>& alts = ev.top_bytes->emplace_back();
+      const msgpack::object& a = b->via.array.ptr[i];
+      if (a.type != msgpack::type::ARRAY) throw msgpack::type_error();
+      for (uint32_t k = 0; k < a.via.array.size; ++k) alts.push_back(bytes_of(a.via.array.ptr[k]));
+    }
+  }
   return ev;
 }
 
@@ -97,7 +117,7 @@ std::optional<job_event> read_event(const msgpack::object& o) {
   const uint64_t n = seq->as<uint64_t>();
   const std::string_view k = view(*kind);
   if (k == "accepted") return accepted_event{std::move(id), n};
-  if (k == "tokens") return read_tokens(o, tokens_event{std::move(id), n, {}, {}, {}, {}, {}});
+  if (k == "tokens") return read_tokens(o, tokens_event{std::move(id), n, {}, {}, {}, {}, {}, {}, {}});
   if (k == "done") return read_done(o, done_event{std::move(id), n, finish_reason::stop, {}, {}, {}});
   if (k != "error") return std::nullopt;
   error_event ev{std::move(id), n, error_code::internal, {}};

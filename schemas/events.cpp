@@ -50,7 +50,8 @@ void pack_prompt(map_packer& p, const prompt_scores& s) {
 wire_bytes encode_map(const tokens_event& e) {
   map_packer p;
   const uint32_t prompt_keys = e.prompt ? (e.prompt->top ? 3 : 2) : 0;
-  head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0) + prompt_keys, e.id, e.seq, "tokens");
+  const uint32_t byte_keys = (e.token_bytes ? 1 : 0) + (e.top_bytes ? 1 : 0);
+  head(p, 5 + (e.logprobs ? 1 : 0) + (e.top_logprobs ? 1 : 0) + prompt_keys + byte_keys, e.id, e.seq, "tokens");
   p.str("token_ids").array(static_cast<uint32_t>(e.token_ids.size()));
   for (token_id t : e.token_ids) p.pk().pack(t);
   p.kv("text", e.text);
@@ -63,6 +64,17 @@ wire_bytes encode_map(const tokens_event& e) {
     for (const auto& alts : *e.top_logprobs) pack_alternatives(p, alts);
   }
   if (e.prompt) pack_prompt(p, *e.prompt);
+  if (e.token_bytes) {
+    p.str("token_bytes").array(static_cast<uint32_t>(e.token_bytes->size()));
+    for (const auto& b : *e.token_bytes) p.bin(b);
+  }
+  if (e.top_bytes) {
+    p.str("top_logprobs_bytes").array(static_cast<uint32_t>(e.top_bytes->size()));
+    for (const auto& alts : *e.top_bytes) {
+      p.pk().pack_array(static_cast<uint32_t>(alts.size()));
+      for (const auto& b : alts) p.bin(b);
+    }
+  }
   return p.take();
 }
 
@@ -99,7 +111,7 @@ bool is_terminal(const job_event& event) {
 }
 
 void published_event::drop_typed_payload() {
-  if (auto* t = std::get_if<tokens_event>(&event)) *t = tokens_event{std::move(t->id), t->seq, {}, {}, {}, {}, {}};
+  if (auto* t = std::get_if<tokens_event>(&event)) *t = tokens_event{std::move(t->id), t->seq, {}, {}, {}, {}, {}, {}, {}};
   else if (auto* d = std::get_if<done_event>(&event)) d->text = std::string();
 }
 

@@ -48,6 +48,10 @@ struct tokens_event {
   std::optional<std::vector<std::vector<token_logprob>>> top_logprobs;
   /// The job's first tokens event, when it asked for prompt logprobs.
   std::optional<prompt_scores> prompt;
+  /// The job's token_bytes: each token's bytes ("token_bytes", binary) and, with top_logprobs,
+  /// each alternative's ("top_logprobs_bytes"), as the tokenizer decodes the token alone.
+  std::optional<std::vector<std::string>> token_bytes;
+  std::optional<std::vector<std::vector<std::string>>> top_bytes;
 };
 
 /// The `usage` map of a done event.

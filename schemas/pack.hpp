@@ -34,6 +34,12 @@ public:
     pk_.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
     return *this;
   }
+  /// Binary bytes (msgpack bin): a token's bytes, which need not be UTF-8.
+  map_packer& bin(std::string_view b) {
+    pk_.pack_bin(static_cast<uint32_t>(b.size()));
+    pk_.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
+    return *this;
+  }
   template <class T> map_packer& kv(std::string_view key, const T& value) {
     str(key);
     if constexpr (std::is_convertible_v<const T&, std::string_view>) str(value);

@@ -88,6 +88,9 @@ struct submit_request {
   /// Prompt logprobs (vLLM's prompt_logprobs), in [0, 20]: each prompt token's logprob given the
   /// ones before it, with this many alternatives, in the first tokens event (needs stream).
   std::optional<int32_t> prompt_logprobs;
+  /// `tokens` events also carry each token's bytes (and with top_logprobs, each alternative's):
+  /// for clients without the model's tokenizer that write token strings (Batch files' logprobs).
+  bool token_bytes = false;
   /// Variables for the chat template (`messages` only), e.g. {"enable_thinking": false}: string
   /// keys, scalar values (bool, integer, float, string); not "messages". In key order as sent.
   std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> chat_template_kwargs;

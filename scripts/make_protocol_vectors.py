@@ -25,7 +25,7 @@ SUBMIT_DEFAULTS = {
     "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0, "priority": 0,
     "deadline_ms": None, "logprobs": False, "stream": True,
     "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
-    "chat_template_kwargs": {}, "prompt_logprobs": None,
+    "chat_template_kwargs": {}, "prompt_logprobs": None, "token_bytes": False,
 }
 INPUT_KEYS = ("prompt", "messages", "prompt_tokens")
 
@@ -92,6 +92,7 @@ ok("submit_chat_template_kwargs", submit(messages=[{"role": "user", "content": "
                                                                "temperature_hint": 0.5, "persona": "terse"}))
 ok("submit_prompt_logprobs", submit(prompt="x", prompt_logprobs=2))
 ok("submit_prompt_logprobs_zero", submit(prompt_tokens=[1, 2, 3], prompt_logprobs=0))
+ok("submit_token_bytes", submit(prompt="x", logprobs=True, top_logprobs=2, token_bytes=True))
 ok("cancel", {"op": "cancel", "id": "job-1"})
 ok("status", {"op": "status", "id": "job-1"})
 ok("fetch_defaults", {"op": "fetch", "id": "job-1"},
@@ -202,6 +203,7 @@ bad("submit_deadline_zero", submit(prompt="x", deadline_ms=0), "deadline_ms")
 bad("submit_deadline_negative", submit(prompt="x", deadline_ms=-5), "deadline_ms")
 bad("submit_ignore_eos_integer", submit(prompt="x", ignore_eos=1), "ignore_eos")
 bad("submit_logprobs_string", submit(prompt="x", logprobs="yes"), "logprobs")
+bad("submit_token_bytes_string", submit(prompt="x", token_bytes="yes"), "token_bytes")
 bad("submit_prompt_logprobs_over_20", submit(prompt="x", prompt_logprobs=21), "prompt_logprobs")
 bad("submit_prompt_logprobs_negative", submit(prompt="x", prompt_logprobs=-1), "prompt_logprobs")
 bad("submit_prompt_logprobs_without_stream", submit(prompt="x", prompt_logprobs=0, stream=False), "prompt_logprobs")
@@ -219,6 +221,9 @@ EV_TOKENS_PROMPT = {"id": "job-1", "seq": 1, "kind": "tokens", "token_ids": [11]
                     "top_logprobs": [[[11, -0.25], [13, -2.0]]], "prompt_token_ids": [1, 9906, 22],
                     "prompt_logprobs": [None, -3.5, -0.125],
                     "prompt_top_logprobs": [None, [[9906, -3.5], [22, -4.0]], [[22, -0.125], [5, -3.0]]]}
+EV_TOKENS_BYTES = {"id": "job-1", "seq": 1, "kind": "tokens", "token_ids": [9906, 254], "text": "Hello",
+                   "logprobs": [-0.5, -1.0], "top_logprobs": [[[9906, -0.5]], [[254, -1.0]]],
+                   "token_bytes": [b"Hello", b"\xe2\x9c"], "top_logprobs_bytes": [[b"Hello"], [b"\xe2\x9c"]]}
 EV_DONE = {"id": "job-1", "seq": 3, "kind": "done", "finish_reason": "stop", "text": "Hello, world",
            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "cached_tokens": 0},
            "timing": {"queue_ms": 1.5, "ttft_ms": 12.25, "e2e_ms": 40.0}}
@@ -265,6 +270,7 @@ events = {
     "event_tokens": EV_TOKENS,
     "event_tokens_logprobs": EV_TOKENS_LP,
     "event_tokens_prompt_logprobs": EV_TOKENS_PROMPT,
+    "event_tokens_bytes": EV_TOKENS_BYTES,
     "event_done_stop": EV_DONE,
     "event_done_cancelled_before_first_token": {
         "id": "job-2", "seq": 1, "kind": "done", "finish_reason": "cancelled", "text": "",
@@ -286,13 +292,25 @@ events = {
 }
 
 
+def as_json(v):
+    """The value for the JSON file: msgpack bin (bytes) as a list of byte values, as OpenAI's
+    logprobs write a token's bytes."""
+    if isinstance(v, bytes):
+        return list(v)
+    if isinstance(v, dict):
+        return {k: as_json(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [as_json(x) for x in v]
+    return v
+
+
 def main():
     doc = {
         "protocol": 1,
         "generator": "scripts/make_protocol_vectors.py",
         "requests": requests,
         "replies": [{"name": n, "hex": pack(v).hex(), "value": v} for n, v in replies.items()],
-        "events": [{"name": n, "hex": pack(v).hex(), "value": v,
+        "events": [{"name": n, "hex": pack(v).hex(), "value": as_json(v),
                     "topic": "sys/" if v["kind"] == "heartbeat" else "job/%s/" % v["id"]}
                    for n, v in events.items()],
     }

@@ -8,9 +8,11 @@ Output lines: {"id": "batch_req_<job id>", "custom_id": S,
 A request the server refused (or a body conveyor cannot run) has a response with its HTTP status
 and OpenAI's error object as the body; `error` is for failures that are not HTTP answers (a
 timeout, a server that went away). The body is read by the same rules as the server's HTTP
-intake (docs/http.md); logprobs and echo are not available here (they need the server's token
-strings: use the HTTP API for them). A line with n > 1 runs as n jobs (conveyor-pipe groups them:
-choice 0 first, the rest once it is done, one output line with every choice).
+intake (docs/http.md); `echo` is not available here (use the HTTP API for it). A line with
+logprobs runs as a streamed job with `token_bytes` (its tokens events carry each token's bytes),
+so the output has OpenAI's logprobs, token strings included, without the model's tokenizer here.
+A line with n > 1 runs as n jobs (conveyor-pipe groups them: choice 0 first, the rest once it is
+done, one output line with every choice).
 """
 import json
 import time
@@ -73,9 +75,6 @@ def _refuse_unsupported(body):
         raise LineError("echo and suffix are not supported by conveyor", "echo" if body.get("echo") else "suffix")
     if body.get("stream"):
         raise LineError("stream is not available in a batch", "stream")
-    if body.get("logprobs") or body.get("top_logprobs"):
-        raise LineError("logprobs are not available in conveyor-pipe's batch mode; use the HTTP API (docs/http.md)",
-                        "logprobs")
 
 
 def _content(message, i):
@@ -173,13 +172,58 @@ def to_submit(line):
     rf = _response_format(body.get("response_format"))
     if rf is not None:
         job["response_format"] = rf
+    top = _logprobs(body, chat)
+    if top is not None:  # streamed: the tokens events carry the logprobs and the tokens' bytes
+        job.update(logprobs=True, top_logprobs=top, token_bytes=True, stream=True)
     return custom_id, url, body.get("model"), job
 
 
-def output_line(custom_id, url, model, job_id, event):
+def _logprobs(body, chat):
+    """The alternatives a line asks for with its logprobs (0..20), or None without logprobs:
+    chat's logprobs (bool) and top_logprobs, completions' logprobs (an int)."""
+    def count(name):
+        v = body.get(name, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 20:
+            raise LineError("%s must be an integer in [0, 20]" % name, name)
+        return v
+    if chat:
+        if body.get("logprobs") not in (None, True, False):
+            raise LineError("logprobs must be true or false", "logprobs")
+        top = count("top_logprobs") if body.get("top_logprobs") is not None else 0
+        if top > 0 and not body.get("logprobs"):
+            raise LineError("top_logprobs needs logprobs: true", "top_logprobs")
+        return top if body.get("logprobs") else None
+    return count("logprobs") if body.get("logprobs") is not None else None
+
+
+def _choice_logprobs(url, top, events):
+    """OpenAI's logprobs of one choice from its tokens events (token_bytes), as the HTTP API
+    writes them: chat {"content": [...]}, completions {tokens, token_logprobs, top_logprobs,
+    text_offset}."""
+    content, tokens, lps, tops, offsets, offset = [], [], [], [], [], 0
+    for e in events:
+        alt_ids = e.get("top_logprobs") or [[] for _ in e["token_ids"]]
+        alt_bytes = e.get("top_logprobs_bytes") or [[] for _ in e["token_ids"]]
+        for b, lp, alts, alts_b in zip(e["token_bytes"], e["logprobs"], alt_ids, alt_bytes):
+            s = b.decode("utf-8", "replace")
+            named = [(ab.decode("utf-8", "replace"), ab, a[1]) for a, ab in zip(alts, alts_b)]
+            content.append({"token": s, "logprob": lp, "bytes": list(b),
+                            "top_logprobs": [{"token": t, "logprob": l, "bytes": list(tb)} for t, tb, l in named]})
+            tokens.append(s)
+            lps.append(lp)
+            tops.append({t: l for t, _, l in named} if top > 0 else None)
+            offsets.append(offset)
+            offset += len(b)
+    if url == CHAT:
+        return {"content": content}
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+
+def output_line(custom_id, url, model, job_id, event, top=None, tokens=None):
     """The output line for a job that ended with `event` (done or error; an error without seq is
     the client's own failure: a timeout), or for a line of n choices that all ended with the done
-    events `event` (a list, in choice order): the prompt counted once, every completion."""
+    events `event` (a list, in choice order): the prompt counted once, every completion. With
+    logprobs (`top` alternatives), `tokens` holds each choice's tokens events."""
     out = {"id": "batch_req_%s" % job_id, "custom_id": custom_id, "response": None, "error": None}
     dones = event if isinstance(event, list) else [event]
     if dones[0].get("kind") == "done":
@@ -189,6 +233,8 @@ def output_line(custom_id, url, model, job_id, event):
         choices = []
         for i, d in enumerate(dones):
             choice = {"index": i, "finish_reason": d.get("finish_reason"), "logprobs": None}
+            if top is not None and tokens is not None:
+                choice["logprobs"] = _choice_logprobs(url, top, tokens[i])
             if url == CHAT:
                 choice["message"] = {"role": "assistant", "content": d.get("text")}
             else:

@@ -126,6 +126,7 @@ class _Job:
         self.job, self.lines, self.t0, self.resubmitted = job, 1, 0.0, False
         self.batch = batch   # --format openai-batch: (custom_id, url, model)
         self.group, self.index = group, index   # a Batch line's choice `index` of n
+        self.tokens = [] if batch is not None and job.get("logprobs") else None   # Batch logprobs: tokens events
 
 
 class _Choices:
@@ -133,7 +134,7 @@ class _Choices:
     submitted when it is done, so they find the prompt in the prefix cache. One output line."""
 
     def __init__(self, base, rest):
-        self.base, self.rest, self.events, self.failed = base, rest, {}, False
+        self.base, self.rest, self.events, self.tokens, self.failed = base, rest, {}, {}, False
 
 
 class _Pipe:
@@ -163,10 +164,13 @@ class _Pipe:
                 self.status = 1
         self.stdout.flush()
 
-    def result(self, rec, job_id, event):
+    def result(self, rec, job_id, event, tokens=None):
         """The output line of a job that ended with `event` (done or error)."""
         if rec is not None and rec.batch is not None:
-            return openai_batch.output_line(*rec.batch, job_id, event)
+            if tokens is None and rec.tokens is not None:
+                tokens = [rec.tokens]
+            top = rec.job.get("top_logprobs", 0) if rec.tokens is not None else None
+            return openai_batch.output_line(*rec.batch, job_id, event, top=top, tokens=tokens)
         return _result(job_id, event)
 
     def fail(self, rec, job_id, code, message, copies=1, field=None, client_side=False):
@@ -298,6 +302,8 @@ class _Pipe:
 
     def on_event(self, job_id, event):
         rec = self.inflight.get(job_id)
+        if rec is not None and rec.tokens is not None and event.get("kind") == "tokens":
+            rec.tokens.append(event)   # (in seq order: the client repairs gaps with fetch)
         if rec is None or event.get("kind") not in ("done", "error"):
             return
         if self.resume and event.get("seq") is None:   # the client's failure, not the job's
@@ -307,6 +313,7 @@ class _Pipe:
                 return
             if event.get("code") == "not_found" and not rec.resubmitted:
                 rec.resubmitted = True               # the server lost it: run it once more
+                rec.tokens = [] if rec.tokens is not None else None
                 del self.inflight[job_id]
                 self.pending.appendleft((0.0, rec))
                 return
@@ -320,12 +327,14 @@ class _Pipe:
         g = rec.group
         if event.get("kind") != "done":
             return self.fail(rec, g.base, event.get("code", "internal"), event.get("message", ""), field=event.get("field"))
-        g.events[rec.index] = event
+        g.events[rec.index], g.tokens[rec.index] = event, rec.tokens
         if rec.index == 0:
             for i, job in reversed(list(enumerate(g.rest, 1))):
                 self.pending.appendleft((0.0, _Job(job, rec.batch, g, i)))
         if len(g.events) == len(g.rest) + 1 and not g.failed:
-            self.emit(self.result(rec, g.base, [g.events[i] for i in range(len(g.events))]), True)
+            order = range(len(g.events))
+            tokens = [g.tokens[i] for i in order] if rec.tokens is not None else None
+            self.emit(self.result(rec, g.base, [g.events[i] for i in order], tokens), True)
 
     def expire(self):
         now = time.monotonic()

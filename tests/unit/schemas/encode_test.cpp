@@ -27,7 +27,7 @@ void check(const std::string& section, const std::string& name, const wire_bytes
 }
 
 tokens_event tokens_with_logprobs() {
-  return {"job-1", 2, {1917}, " world", std::vector<float>{-0.5f}, std::nullopt, std::nullopt};
+  return {"job-1", 2, {1917}, " world", std::vector<float>{-0.5f}, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
 }
 
 done_event done_stop() {
@@ -100,8 +100,8 @@ BOOST_AUTO_TEST_CASE(fetch_splices_already_encoded_events) {
 
 BOOST_AUTO_TEST_CASE(events_match_the_vectors) {
   check("events", "event_accepted", encode(accepted_event{"job-1", 0}));
-  check("events", "event_tokens", encode(tokens_event{"job-1", 1, {9906, 11}, "Hello,", std::nullopt, std::nullopt, std::nullopt}));
-  tokens_event first{"job-1", 1, {11}, ",", std::vector<float>{-0.25f}, std::nullopt, std::nullopt};
+  check("events", "event_tokens", encode(tokens_event{"job-1", 1, {9906, 11}, "Hello,", std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt}));
+  tokens_event first{"job-1", 1, {11}, ",", std::vector<float>{-0.25f}, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   first.top_logprobs = std::vector<std::vector<conveyor::token_logprob>>{{{11, -0.25f}, {13, -2.0f}}};
   first.prompt = prompt_scores{{1, 9906, 22}, {-3.5f, -0.125f}, std::vector<std::vector<conveyor::token_logprob>>{{{9906, -3.5f}, {22, -4.0f}}, {{22, -0.125f}, {5, -3.0f}}}};
   check("events", "event_tokens_prompt_logprobs", encode(first));
@@ -116,6 +116,14 @@ BOOST_AUTO_TEST_CASE(events_match_the_vectors) {
   BOOST_TEST(t.prompt->top->at(1).at(1).token == 5);
   BOOST_TEST(t.prompt->top->at(1).at(1).logprob == -3.0f);
   BOOST_TEST(encode(t) == encode(first));
+  tokens_event bytes{"job-1", 1, {9906, 254}, "Hello", std::vector<float>{-0.5f, -1.0f}, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+  bytes.top_logprobs = std::vector<std::vector<conveyor::token_logprob>>{{{9906, -0.5f}}, {{254, -1.0f}}};
+  bytes.token_bytes = std::vector<std::string>{"Hello", "\xe2\x9c"};  // half a character: not UTF-8, so bin
+  bytes.top_bytes = std::vector<std::vector<std::string>>{{"Hello"}, {"\xe2\x9c"}};
+  check("events", "event_tokens_bytes", encode(bytes));
+  const auto bytes_back = decode_event(encode(bytes));
+  BOOST_REQUIRE(bytes_back.has_value());
+  BOOST_TEST(encode(std::get<tokens_event>(*bytes_back)) == encode(bytes));
   check("events", "event_tokens_logprobs", encode(tokens_with_logprobs()));
   check("events", "event_done_stop", encode(done_stop()));
   check("events", "event_done_cancelled_before_first_token",
@@ -134,7 +142,7 @@ BOOST_AUTO_TEST_CASE(events_match_the_vectors) {
 BOOST_AUTO_TEST_CASE(every_vector_is_covered_by_an_encoder_test) {
   // A reply or event added to the generator must get a check above; this counts them.
   BOOST_TEST(test::vectors().at("replies").size() == 18u);
-  BOOST_TEST(test::vectors().at("events").size() == 10u);
+  BOOST_TEST(test::vectors().at("events").size() == 11u);
   for (const auto& v : test::vectors().at("events"))
     BOOST_TEST(v.at("topic").get<std::string>() ==
                (v.at("value").at("kind") == "heartbeat" ? std::string(heartbeat_topic)
