@@ -104,6 +104,7 @@ job_session::job_session(schemas::submit_request job, double arrival_s, const se
   }
   (void)text_->take_visible(false);
   resumed_tokens_ = static_cast<int32_t>(resume_->published.size());
+  prompt_out_ = resumed_tokens_ > 0;  // its prompt logprobs went out with its first tokens
 }
 
 template <class Event>
@@ -163,6 +164,9 @@ schemas::published_event job_session::accepted() { return next_event(schemas::ac
 // The tokens event of what is safe to show (a stop string cannot start in it), or nothing when
 // there is nothing to show or the job does not stream.
 std::optional<schemas::published_event> job_session::take_tokens_event(bool final) {
+  // Prompt logprobs go out in the job's first tokens event: its tokens wait for them (late only
+  // when a preemption voided a step in flight that scored the prompt).
+  if (job_.prompt_logprobs && !prompt_out_ && !pending_prompt_ && !final) return std::nullopt;
   std::string delta = text_->take_visible(final);
   if (!job_.stream || (pending_ids_.empty() && delta.empty())) return std::nullopt;
   schemas::tokens_event ev;
@@ -172,6 +176,7 @@ std::optional<schemas::published_event> job_session::take_tokens_event(bool fina
   if (job_.top_logprobs > 0) ev.top_logprobs = std::move(pending_top_);
   ev.prompt = std::move(pending_prompt_);
   pending_prompt_.reset();
+  prompt_out_ = true;
   if (job_.token_bytes) {  // for clients without the tokenizer (Batch files' logprobs)
     ev.token_bytes.emplace();
     for (token_id t : ev.token_ids) ev.token_bytes->push_back(m_.tok->piece(t, /*special=*/true));

@@ -103,6 +103,7 @@ private:
   std::vector<std::vector<token_logprob>> pending_top_;
   std::vector<token_id> prompt_ids_;  // with prompt logprobs: the prompt, for the first tokens event
   std::optional<schemas::prompt_scores> pending_prompt_;
+  bool prompt_out_ = false;           // the first tokens event went out
   double last_token_s_ = -1.0;
   int32_t tokens_taken_ = 0;    // output tokens pushed into the text, up to a stop string
   int32_t resumed_tokens_ = 0;  // output tokens published before the restart

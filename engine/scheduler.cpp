@@ -102,6 +102,7 @@ void scheduler::preempt(sequence* victim, int32_t& budget) {
   kv_.free(victim->id());
   victim->num_computed_tokens = 0;
   victim->num_ahead_tokens = 0;  // a step in flight computes it for nothing (its sample still counts)
+  victim->prompt_scores_filed = 0;  // its recompute scores the prompt again
   victim->status = seq_status::waiting;
   ++victim->num_preemptions;
   ++num_preemptions_;

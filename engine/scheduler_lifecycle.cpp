@@ -156,6 +156,7 @@ void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std:
       CONVEYOR_ASSERT(scores[i].id == f.id, "prompt scores out of plan order");
       seq->prompt_scores[static_cast<size_t>(f.begin) + i] = scores[i];
     }
+    seq->prompt_scores_filed += static_cast<int32_t>(scores.size());
   }
   if (seq->num_preemptions == f.epoch) {
     const int32_t bs = kv_.block_size();
@@ -174,7 +175,7 @@ void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std:
   e.token = sampled->token;
   e.logprob = sampled->logprob;
   e.top = sampled->top;
-  if (seq->scores_prompt()) {  // the first output token: the prompt is scored whole by now
+  if (seq->scores_prompt() && seq->prompt_scores_filed == seq->num_prompt_tokens - 1) {  // all scored
     e.prompt = std::move(seq->prompt_scores);
     seq->prompt_scores = {};
     seq->prompt_scores_sent = true;

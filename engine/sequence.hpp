@@ -58,8 +58,10 @@ struct sequence {
   std::vector<logit_edit> edits;
   int32_t edits_through = -1;
   /// Prompt logprobs: entry p scores the prompt token at position p + 1 (filled as chunks are
-  /// computed, again after a preemption), sent with the first output token.
+  /// computed, again after a preemption), sent with the first output token appended once all
+  /// are filed (a preemption voiding a step in flight can leave them short: then a later one).
   std::vector<sampled_token> prompt_scores;
+  int32_t prompt_scores_filed = 0;  // since the last preemption
   bool prompt_scores_sent = false;
 
   seq_id id() const { return req.id; }

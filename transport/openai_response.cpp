@@ -145,7 +145,10 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
       std::string text = done.text;
       size_t offset = 0;
       if (c.req->logprobs) logprobs = empty_completion_logprobs();
-      if (c.req->echo) offset = echo_prompt(c, tokens.empty() ? schemas::tokens_event{} : tokens.front(), text, c.req->logprobs ? &logprobs : nullptr);
+      if (c.req->echo) {  // the prompt's scores ride in the first tokens event (rarely a later one)
+        const auto scored = std::find_if(tokens.begin(), tokens.end(), [](const schemas::tokens_event& ev) { return ev.prompt.has_value(); });
+        offset = echo_prompt(c, scored == tokens.end() ? schemas::tokens_event{} : *scored, text, c.req->logprobs ? &logprobs : nullptr);
+      }
       choice["text"] = std::move(text);
       if (c.req->logprobs)
         for (const auto& ev : tokens) completion_logprobs(c, ev, logprobs, offset);

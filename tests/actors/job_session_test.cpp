@@ -181,6 +181,38 @@ BOOST_AUTO_TEST_CASE(events_numbering_and_stop_strings) {
 }
 
 // A resumed job: numbering goes on, its text continues, its TTFT is not measured again.
+// Prompt logprobs ride in the first tokens event: tokens that come before them wait; the prompt
+// is the tokenized one, each entry the engine's score; a resumed job that had published output
+// does not wait for scores that went out before the restart.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_ride_in_the_first_tokens_event) {
+  schemas::submit_request j = job("hi");
+  j.prompt_logprobs = 1;
+  auto s = session(j);
+  auto plan = s.plan_submit(10.5);
+  BOOST_TEST(plan.sub.req.prompt_logprobs == 1);
+  BOOST_TEST(!s.on_tokens(batch("a")).event.has_value());  // (a preemption voided its scores)
+  token_batch b = batch("b", 11.5);
+  b.prompt = std::vector<sampled_token>{{1, 'i', -2.5f, {{'i', -2.5f}}}};
+  auto r = s.on_tokens(b);
+  BOOST_TEST_REQUIRE(r.event.has_value());
+  const auto& ev = as<schemas::tokens_event>(*r.event);
+  BOOST_TEST(ev.text == "ab");
+  BOOST_TEST_REQUIRE(ev.prompt.has_value());
+  BOOST_TEST(ev.prompt->token_ids == bytes_of("hi"), boost::test_tools::per_element());
+  BOOST_TEST(ev.prompt->logprobs == std::vector<float>{-2.5f}, boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(ev.prompt->top.has_value());
+  BOOST_TEST(ev.prompt->top->at(0).at(0).token == 'i');
+  auto later = s.on_tokens(batch("c", 12.0));
+  BOOST_TEST_REQUIRE(later.event.has_value());
+  BOOST_TEST(!as<schemas::tokens_event>(*later.event).prompt.has_value());
+  schemas::resume_point at;
+  at.published = bytes_of("ab");
+  at.next_seq = 2;
+  auto resumed = session(j, at);
+  (void)resumed.plan_submit(10.5);
+  BOOST_TEST(resumed.on_tokens(batch("c")).event.has_value());
+}
+
 BOOST_AUTO_TEST_CASE(a_resumed_job_goes_on_where_it_was) {
   schemas::resume_point at;
   at.published = bytes_of("ab");

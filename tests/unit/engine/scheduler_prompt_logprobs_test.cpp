@@ -126,6 +126,40 @@ BOOST_FIXTURE_TEST_CASE(a_prompt_preempted_while_scored_is_scored_again_whole, s
   BOOST_TEST(s.check_invariants() == "");
 }
 
+// Pipelined: the step that scores the prompt's last chunk is in flight when the next plan preempts
+// the sequence. Its sampled token stands, but its scores are void: the prompt goes out, whole,
+// with the first token after the recompute instead.
+BOOST_FIXTURE_TEST_CASE(scores_voided_by_a_preemption_in_flight_go_out_with_a_later_token, scoring_fixture) {
+  num_blocks = 4;
+  sched.max_model_len = 16;
+  sched.max_num_batched_tokens = 16;
+  cache.enable_prefix_caching = false;
+  auto s = make();
+  BOOST_TEST(s.submit(make_request(1, 4, 2), 0.0).accepted);
+  BOOST_TEST(s.submit(scored(2, 8, 0), 0.0).accepted);
+  const step_plan first = s.schedule(0.0);
+  BOOST_REQUIRE(first.seqs.size() == 2u);
+  BOOST_TEST(first.seqs[1].prompt_targets.size() == 7u);
+  const step_plan second = s.schedule(0.0);  // planned while `first` runs: seq 2 finds no block
+  BOOST_TEST(s.stats().num_preemptions == 1);
+  BOOST_TEST(find_in(second, 2) == nullptr);
+  std::vector<seq_event> events = s.update(fake_step(first), 0.0);
+  const auto early = tokens_in(events);
+  BOOST_REQUIRE(early.size() == 2u);
+  BOOST_TEST(early[1].id == 2u);
+  BOOST_TEST(!early[1].prompt.has_value());  // its scores were void: not sent short
+  s.update(fake_step(second), 0.0);
+  std::optional<seq_event> later;
+  for (int step = 0; step < 20 && !later; ++step)
+    for (const seq_event& e : tokens_in(run_step(s).events))
+      if (e.id == 2) later = e;
+  BOOST_REQUIRE(later.has_value());
+  BOOST_REQUIRE(later->prompt.has_value());
+  BOOST_REQUIRE(later->prompt->size() == 7u);
+  for (size_t p = 0; p < 7; ++p) BOOST_TEST((*later->prompt)[p].logprob == -static_cast<float>(p + 1));
+  BOOST_TEST(s.check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_CASE(refused_out_of_range_and_where_the_executor_cannot_score) {
   scheduler_config sched;
   cache_config cache;
