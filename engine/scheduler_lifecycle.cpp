@@ -32,7 +32,7 @@ submit_result scheduler::submit(request req, double now_s) {
     return rejected(error_code::bad_request, "prompt_logprobs must be in [0, " + std::to_string(max_top_logprobs) + "]");
   if (req.prompt_logprobs >= 0 && !cfg_.no_prompt_logprobs_on.empty())
     return rejected(error_code::bad_request, "prompt_logprobs: the " + cfg_.no_prompt_logprobs_on +
-                                                 " executor does not score prompts yet; serve with --device cpu for them");
+                                                 " executor does not score prompts; serve with --device cpu or cuda for them");
   if (cfg_.max_num_queued_reqs && static_cast<int64_t>(waiting_.size()) >= *cfg_.max_num_queued_reqs)
     return rejected(error_code::overloaded,
                     "the queue holds max_num_queued_reqs = " +
