@@ -95,4 +95,14 @@ struct step_result {
   std::vector<sampled_token> prompt_scores;
 };
 
+/// The plan's prompt targets flattened for an executor: each one's token row in the step (the
+/// plan's tokens in order), its number of alternatives, and the result entries to fill (id and
+/// target set, logprob and alternatives left to the executor), in plan order.
+struct prompt_rows {
+  std::vector<int32_t> rows;
+  std::vector<int32_t> tops;
+  std::vector<sampled_token> scores;
+};
+prompt_rows prompt_rows_of(const step_plan& plan);
+
 } // namespace conveyor

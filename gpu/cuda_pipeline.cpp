@@ -140,35 +140,25 @@ void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sample
 // tokens are read by now); their logits come to the host, where the CPU sampler's functions
 // score them.
 std::vector<sampled_token> cuda_executor::score_prompts(const step_plan& plan) {
-  std::vector<sampled_token> out;
-  std::vector<int32_t> rows, tops;
-  int32_t row0 = 0;
-  for (const auto& s : plan.seqs) {
-    for (size_t i = 0; i < s.prompt_targets.size(); ++i) {
-      rows.push_back(row0 + static_cast<int32_t>(i));
-      tops.push_back(s.prompt_top);
-      out.push_back({s.id, s.prompt_targets[i], 0.0f, {}});
-    }
-    row0 += static_cast<int32_t>(s.tokens.size());
-  }
+  prompt_rows p = prompt_rows_of(plan);
   const int32_t S = meta_->caps().seqs, d = cfg_.n_embd;
   const size_t V = static_cast<size_t>(cfg_.vocab_size);
-  for (size_t b = 0; b < rows.size(); b += static_cast<size_t>(S)) {
-    const auto n = static_cast<int32_t>(std::min(static_cast<size_t>(S), rows.size() - b));
-    CUDA_CHECK(cudaMemcpyAsync(score_rows_, rows.data() + b, sizeof(int32_t) * static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
+  for (size_t b = 0; b < p.rows.size(); b += static_cast<size_t>(S)) {
+    const auto n = static_cast<int32_t>(std::min(static_cast<size_t>(S), p.rows.size() - b));
+    CUDA_CHECK(cudaMemcpyAsync(score_rows_, p.rows.data() + b, sizeof(int32_t) * static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
     launch_rmsnorm(x_, nullptr, score_rows_, w_.output_norm, hs_, n, d, cfg_.rms_eps, stream_);
     gemm_->run(hs_, w_.lm_head, logits_, true, n, cfg_.vocab_size, d, 0.0f, stream_);
     host_row_.resize(V * static_cast<size_t>(n));
     CUDA_CHECK(cudaMemcpyAsync(host_row_.data(), logits_, sizeof(float) * V * static_cast<size_t>(n), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (int32_t k = 0; k < n; ++k) {
-      sampled_token& o = out[b + static_cast<size_t>(k)];
+      sampled_token& o = p.scores[b + static_cast<size_t>(k)];
       const std::span<const float> lg(host_row_.data() + V * static_cast<size_t>(k), V);
       o.logprob = model::logprob_of(lg, o.token);
-      model::top_logprobs(lg, tops[b + static_cast<size_t>(k)], o.top, host_scratch_);
+      model::top_logprobs(lg, p.tops[b + static_cast<size_t>(k)], o.top, host_scratch_);
     }
   }
-  return out;
+  return std::move(p.scores);
 }
 
 } // namespace conveyor::gpu

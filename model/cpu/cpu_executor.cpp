@@ -168,33 +168,23 @@ step_result cpu_executor::step(const step_plan& plan) {
 // a time (their logits are vocabulary-wide), each row's target and alternatives in parallel.
 std::vector<sampled_token> cpu_executor::score_prompts(const step_plan& plan) {
   constexpr int32_t kScoreRows = 64;
-  std::vector<sampled_token> out;
-  std::vector<int32_t> rows, tops;
-  int32_t row0 = 0;
-  for (const auto& s : plan.seqs) {
-    for (size_t i = 0; i < s.prompt_targets.size(); ++i) {
-      rows.push_back(row0 + static_cast<int32_t>(i));
-      tops.push_back(s.prompt_top);
-      out.push_back({s.id, s.prompt_targets[i], 0.0f, {}});
-    }
-    row0 += static_cast<int32_t>(s.tokens.size());
-  }
+  prompt_rows p = prompt_rows_of(plan);
   const int32_t d = cfg_.n_embd, V = cfg_.vocab_size;
-  for (size_t b = 0; b < rows.size(); b += kScoreRows) {
-    const auto n = static_cast<int32_t>(std::min<size_t>(kScoreRows, rows.size() - b));
+  for (size_t b = 0; b < p.rows.size(); b += kScoreRows) {
+    const auto n = static_cast<int32_t>(std::min<size_t>(kScoreRows, p.rows.size() - b));
     h_.resize(static_cast<size_t>(n) * d);
     for (int32_t i = 0; i < n; ++i)
-      rms_norm(&x_[static_cast<size_t>(rows[b + i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
+      rms_norm(&x_[static_cast<size_t>(p.rows[b + i]) * d], w_.output_norm.data(), &h_[static_cast<size_t>(i) * d], d, cfg_.rms_eps);
     score_logits_.resize(static_cast<size_t>(n) * V);
     project(h_.data(), w_.lm_head, score_logits_.data(), n, false);
     pool_.parallel_for(n, [&](int64_t k, int32_t thread) {
-      sampled_token& o = out[b + static_cast<size_t>(k)];
+      sampled_token& o = p.scores[b + static_cast<size_t>(k)];
       std::span<const float> lg(&score_logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
       o.logprob = logprob_of(lg, o.token);
-      top_logprobs(lg, tops[b + static_cast<size_t>(k)], o.top, scratch_[static_cast<size_t>(thread)]);
+      top_logprobs(lg, p.tops[b + static_cast<size_t>(k)], o.top, scratch_[static_cast<size_t>(thread)]);
     });
   }
-  return out;
+  return std::move(p.scores);
 }
 
 void cpu_executor::attention_block(int32_t l) {

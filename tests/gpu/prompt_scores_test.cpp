@@ -12,25 +12,11 @@
 #include "lockstep.hpp"
 #include "model/formats/gguf.hpp"
 #include "model_files.hpp"
+#include "prompt_plan.hpp"
 #include "tiny_model.hpp"
 
 namespace conveyor::gpu::testing {
 namespace {
-
-scheduled_seq chunk_of(seq_id id, const std::vector<token_id>& prompt, int32_t begin, int32_t end, std::vector<block_id> table,
-                       int32_t top) {
-  scheduled_seq s;
-  s.id = id;
-  s.num_computed_tokens = begin;
-  s.tokens.assign(prompt.begin() + begin, prompt.begin() + end);
-  s.block_table = std::move(table);
-  s.sample = end == static_cast<int32_t>(prompt.size());
-  s.sampling.temperature = 0.0f;
-  for (int32_t p = begin; p < std::min(end, static_cast<int32_t>(prompt.size()) - 1); ++p)
-    s.prompt_targets.push_back(prompt[static_cast<size_t>(p) + 1]);
-  s.prompt_top = top;
-  return s;
-}
 
 // The two steps on `ex`: the scores of sequence 1, in prompt order, and the sampled tokens.
 template <class Executor>
@@ -42,9 +28,9 @@ std::pair<std::vector<sampled_token>, std::vector<token_id>> run(Executor& ex, c
   for (int32_t step = 0; step < 2; ++step) {
     step_plan plan;
     plan.step_id = static_cast<uint64_t>(step);
-    plan.seqs.push_back(chunk_of(1, prompt, step == 0 ? 0 : cut, step == 0 ? cut : static_cast<int32_t>(prompt.size()),
+    plan.seqs.push_back(conveyor::testing::scored_chunk(1, prompt, step == 0 ? 0 : cut, step == 0 ? cut : static_cast<int32_t>(prompt.size()),
                                  {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 3));
-    if (step == 0) plan.seqs.push_back(chunk_of(2, other, 0, static_cast<int32_t>(other.size()), {20, 21}, 0));
+    if (step == 0) plan.seqs.push_back(conveyor::testing::scored_chunk(2, other, 0, static_cast<int32_t>(other.size()), {20, 21}, 0));
     const step_result r = ex.step(plan);
     for (const sampled_token& t : r.prompt_scores)
       if (t.id == 1) scores.push_back(t);

@@ -9,6 +9,7 @@
 #include "model/cpu/cpu_executor.hpp"
 #include "model/formats/gguf.hpp"
 #include "model_files.hpp"
+#include "prompt_plan.hpp"
 #include "reference_forward.hpp"
 #include "tiny_model.hpp"
 
@@ -21,21 +22,6 @@ double reference_logprob(const gguf_file& f, const std::vector<token_id>& prefix
   double sum = 0.0;
   for (double x : lg) sum += std::exp(x - mx);
   return lg[static_cast<size_t>(next)] - mx - std::log(sum);
-}
-
-scheduled_seq chunk_of(seq_id id, const std::vector<token_id>& prompt, int32_t begin, int32_t end, std::vector<block_id> table,
-                       int32_t top) {
-  scheduled_seq s;
-  s.id = id;
-  s.num_computed_tokens = begin;
-  s.tokens.assign(prompt.begin() + begin, prompt.begin() + end);
-  s.block_table = std::move(table);
-  s.sample = end == static_cast<int32_t>(prompt.size());
-  s.sampling.temperature = 0.0f;
-  const int32_t last = std::min(end, static_cast<int32_t>(prompt.size()) - 1);  // rows before the prompt's last
-  for (int32_t p = begin; p < last; ++p) s.prompt_targets.push_back(prompt[static_cast<size_t>(p) + 1]);
-  s.prompt_top = top;
-  return s;
 }
 
 } // namespace
@@ -62,8 +48,8 @@ BOOST_AUTO_TEST_CASE(scores_equal_the_reference_in_any_chunking) {
       for (size_t c = 0; c + 1 < cuts.size(); ++c) {
         step_plan plan;
         plan.step_id = c;
-        plan.seqs.push_back(chunk_of(1, prompt, cuts[c], cuts[c + 1], {0, 1, 2, 3}, 3));
-        if (c == 0) plan.seqs.push_back(chunk_of(2, other, 0, 3, {8}, 0));  // samples, scores its own 2
+        plan.seqs.push_back(conveyor::testing::scored_chunk(1, prompt, cuts[c], cuts[c + 1], {0, 1, 2, 3}, 3));
+        if (c == 0) plan.seqs.push_back(conveyor::testing::scored_chunk(2, other, 0, 3, {8}, 0));  // samples, scores its own 2
         const step_result r = ex.step(plan);
         BOOST_TEST(r.sampled.size() == static_cast<size_t>(plan.seqs.size() - (plan.seqs[0].sample ? 0 : 1)));
         for (const sampled_token& t : r.prompt_scores)
@@ -96,7 +82,7 @@ BOOST_AUTO_TEST_CASE(more_targets_than_rows_is_a_malformed_plan) {
   o.num_kv_blocks = 4;
   cpu_executor ex(f, o);
   step_plan plan;
-  plan.seqs.push_back(chunk_of(1, {4, 5, 6}, 0, 3, {0}, 0));
+  plan.seqs.push_back(conveyor::testing::scored_chunk(1, {4, 5, 6}, 0, 3, {0}, 0));
   plan.seqs[0].prompt_targets = {5, 6, 7, 8};
   BOOST_CHECK_THROW(ex.step(plan), std::invalid_argument);
   plan.seqs[0].prompt_targets = {5, 100000};
