@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import time
+
 import pytest
 import zmq
 
@@ -99,6 +101,10 @@ def raw_sub(server, keys):
 @needs_server
 def test_authorized_producer_submits_and_streams(curve_server):
     server, alice, _, _ = curve_server
+    # (the start-up lines are read by a thread; the server may answer health before this one is in)
+    deadline = time.monotonic() + 10
+    while not any("CURVE on" in line for line in server.log) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert any("CURVE on" in line for line in server.log), server.logs()
     with server.client(request_timeout=10.0) as c:
         events = list(c.stream(c.submit("The capital of France is", id="curve/ok",
