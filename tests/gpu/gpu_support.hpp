@@ -63,6 +63,10 @@ std::vector<float> to_float(const std::vector<bf16_bits>& v);
 /// ||out - ref|| / ||ref|| (NaN anywhere in out gives +inf).
 double rel_error(const std::vector<float>& out, const std::vector<float>& ref);
 bool all_finite(const std::vector<float>& v);
+/// The mean of (|out| - |exact|) in units of bf16's spacing at |exact| (8 significant bits):
+/// about 0 when out is exact rounded to nearest, -0.5 when rounded toward zero (zeros of exact
+/// skipped; a non-finite out gives +inf).
+double mean_ulp_error(const std::vector<float>& out, const std::vector<double>& exact);
 
 /// Error bounds (METHOD.md): f32 arithmetic well under 1e-4 here; bf16 outputs or operands 1e-2.
 constexpr double f32_bound = 1e-4;
