@@ -183,7 +183,7 @@ std::vector<int32_t> shuffled(int32_t n, std::mt19937& rng) {
 
 // Every length of `lens` as a whole prompt, as a 17-token chunk ending there (a 2-token one for
 // the shortest), and as a decode's context, in one step per group of lengths.
-void check_tile_edges(const std::vector<kernel>& kernels, const kv_shape& s, const std::vector<int32_t>& tiles, std::mt19937& rng) {
+void check_tile_edges(const std::vector<std::pair<kernel, int32_t>>& runs, const kv_shape& s, std::mt19937& rng) {
   const std::vector<std::vector<int32_t>> groups{{15, 16, 17, 31, 32, 33}, {63, 64, 65, 96}, {127, 128, 129}};
   const std::vector<float> u(size_t(s.head_dim), 0.0f);
   for (const auto& lens : groups) {
@@ -201,14 +201,13 @@ void check_tile_edges(const std::vector<kernel>& kernels, const kv_shape& s, con
     kv.v = random_bf16(rng, elems, 1.0f, &kv.vf);
     const dominant_step st = make_step(s, specs, shuffled(num_blocks, rng), u, 3.0f, kv, rng);
     dev_array<float> part_o(size_t(st.T) * s.n_head * 8 * s.head_dim), part_ml(size_t(st.T) * s.n_head * 8 * 2);
-    for (kernel k : kernels)
-      for (int32_t tile : tiles) {
-        dev_array<bf16_bits> out(size_t(st.T + kSlackRows) * s.n_head * s.head_dim);
-        out.poison();
-        part_o.poison();
-        part_ml.poison();
-        run_and_check(k, s, st, tile, num_blocks, kv, out, part_o, part_ml, "lengths " + std::to_string(lens.front()) + ".." + std::to_string(lens.back()));
-      }
+    for (const auto& [k, tile] : runs) {
+      dev_array<bf16_bits> out(size_t(st.T + kSlackRows) * s.n_head * s.head_dim);
+      out.poison();
+      part_o.poison();
+      part_ml.poison();
+      run_and_check(k, s, st, tile, num_blocks, kv, out, part_o, part_ml, "lengths " + std::to_string(lens.front()) + ".." + std::to_string(lens.back()));
+    }
   }
 }
 
@@ -216,18 +215,18 @@ void check_tile_edges(const std::vector<kernel>& kernels, const kv_shape& s, con
 
 BOOST_AUTO_TEST_SUITE(gpu_attention_edges, *boost::unit_test::precondition(have_gpu))
 
-// Query tiles of 32 and 64 rows (16 and 32 tokens at G = 2), the context split at 32 positions.
+// Query tiles of 32 and 64 rows (16 and 32 tokens at G = 2); the context split at 32 positions.
 BOOST_AUTO_TEST_CASE(cuda_core_attention_at_tile_edges) {
   std::mt19937 rng(31);
-  check_tile_edges({kernel::cuda_core, kernel::cuda_core_split}, kv_shape{4, 2, 64, 16}, {16, 32}, rng);
+  check_tile_edges({{kernel::cuda_core, 16}, {kernel::cuda_core, 32}, {kernel::cuda_core_split, 32}}, kv_shape{4, 2, 64, 16}, rng);
 }
 
 // Prompt tiles of 64 rows (G = 1, the executor's tile) and of 32 tokens at G = 2 (a warp's 16
 // rows are 8 tokens), decode tiles and one-token prompt tails on the CUDA-core kernel.
 BOOST_AUTO_TEST_CASE(wmma_attention_at_tile_edges) {
   std::mt19937 rng(32);
-  check_tile_edges({kernel::wmma}, kv_shape{2, 2, 64, 16}, {64}, rng);
-  check_tile_edges({kernel::wmma}, kv_shape{4, 2, 64, 32}, {32}, rng);
+  check_tile_edges({{kernel::wmma, 64}}, kv_shape{2, 2, 64, 16}, rng);
+  check_tile_edges({{kernel::wmma, 32}}, kv_shape{4, 2, 64, 32}, rng);
 }
 
 // A long step (a 40-token chunk at positions 89..128 of one sequence) leaves its K/V in every
