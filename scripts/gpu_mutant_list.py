@@ -354,4 +354,45 @@ MUTANTS: list[Mutant] = [
            "gemm_->run(attn_, L.wo, x_, true, T, d, nq, 1.0f, st);",
            "gemm_->run(attn_, L.wo, x_, true, T, d, nq, 0.0f, st);",
            "the O projection overwrites the residual stream (beta 0) instead of adding to it"),
+    # --- exactness, tile edges, stale data, alignment (issue 29: the emulation tier's blind spots) --
+    Mutant("kv_write_bf16_toward_zero", "gpu/rope_kv.cu",
+           "      dst[e.x] = __float2bfloat16(x.x);\n      dst[e.y] = __float2bfloat16(x.y);\n",
+           "      dst[e.x] = __float2bfloat16_rz(x.x);\n      dst[e.y] = __float2bfloat16_rz(x.y);\n",
+           "Q and the K/V cache stored with f32 -> bf16 rounded toward zero instead of to nearest even"),
+    Mutant("rmsnorm_bf16_toward_zero", "gpu/rmsnorm.cu",
+           "o[j] = __float2bfloat16((xr[j] * scale) * w[j]);",
+           "o[j] = __float2bfloat16_rz((xr[j] * scale) * w[j]);",
+           "RMSNorm's bf16 output rounded toward zero: every value half a unit low on average"),
+    Mutant("attn_single_key_tile_not_prefetched", "gpu/attention.cu",
+           "const bool more = k0 + kKeys < end;",
+           "const bool more = k0 + kKeys < end - 1;",
+           "attention pipeline: a last tile holding one key (context 32n + 1) is never loaded; "
+           "that key, a row's own, is scored from a stale stage"),
+    Mutant("wmma_skips_tile_at_last_row", "gpu/attention_wmma.cu",
+           "if (!active || k0 > last_pos) continue;",
+           "if (!active || k0 >= last_pos) continue;",
+           "wmma attention: a warp skips the key tile that starts at its last row's position "
+           "(that row loses its own key when it sits on a 32-key boundary)"),
+    Mutant("empty_split_writes_no_partial", "gpu/attention.cu",
+           "  if (begin >= end) {  // nothing of this split is in the context: an empty partial\n"
+           "    for (int r = tid; r < R; r += kThreads) {\n"
+           "      float* ml = sp.part_ml + (row_out(r) * gridDim.z + split) * 2;\n"
+           "      ml[0] = -INFINITY;\n"
+           "      ml[1] = 0.0f;\n"
+           "    }\n"
+           "    return;\n"
+           "  }\n",
+           "  if (begin >= end) return;  // nothing of this split is in the context\n",
+           "a split past the context returns without writing its partial: the combine reads what the "
+           "buffer held (NaN garbage it skips as empty, a finite value or a stale partial it takes)"),
+    Mutant("step_meta_sections_aligned_to_4", "gpu/step_meta.cpp",
+           "size_t align16(size_t n) { return (n + 15) / 16 * 16; }",
+           "size_t align16(size_t n) { return (n + 3) / 4 * 4; }",
+           "step metadata sections aligned to 4 bytes, not 16 (odd token capacities misalign the "
+           "sampling parameters' 8-byte fields)"),
+    Mutant("tile_sized_past_sequence_tail", "gpu/step_meta.cpp",
+           "tcount[sh.tiles] = std::min(per_tile, n - i);",
+           "tcount[sh.tiles] = per_tile;",
+           "a prompt's last query tile keeps the full tile size past the sequence's tail: it writes "
+           "the next sequence's rows (two blocks, the same rows) or rows past the step"),
 ]

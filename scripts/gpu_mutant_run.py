@@ -31,10 +31,14 @@ def list_cases(binary: Path) -> list[str]:
 
 
 def order_env(order: str) -> dict:
+    """The environment of ctest's run in `order`: the reverse run also has the finite poison."""
     env = dict(os.environ)
     env.pop("CONVEYOR_EMU_ORDER", None)
+    env.pop("CONVEYOR_EMU_POISON", None)
     if order != "forward":
         env["CONVEYOR_EMU_ORDER"] = order
+    if order == "reverse":
+        env["CONVEYOR_EMU_POISON"] = "finite"
     return env
 
 
@@ -74,7 +78,9 @@ def run_case(binary: Path, case: str, order: str, timeout: float, tmp: Path) -> 
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         return {"status": "fail", "reason": "crash", "seconds": secs, "tail": f"killed by {sig}\n" + evidence(out)}
     emu = re.search(r"CUDA emulator: ([^\]\n]*)", out)
-    if re.search(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ", out):
+    if re.search(r"runtime error: [^\n]*misaligned address", out):
+        reason = "misaligned"  # every build: UBSan's alignment check (tests/gpu_emu/CMakeLists.txt)
+    elif re.search(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ", out):
         reason = "sanitizer"  # --sanitize builds: ASan/UBSan stopped the process
     elif emu and "deadlock" in emu.group(1):
         reason = "emu-deadlock"

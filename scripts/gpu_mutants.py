@@ -24,9 +24,11 @@ Each test case runs in its own process (a fault of the emulator is sticky for th
 process, as on a GPU), under a timeout: min(--case-timeout, what is left of --timeout for the
 mutant). A failing case is classified by what its output shows: `check` (a BOOST_TEST against
 the CPU reference failed), `exception` (a CUDA/cuBLASLt error or a C++ exception), `emu-fault` or
-`emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu-emulator.md), `crash` (a signal),
-`sanitizer` (ASan/UBSan, with --sanitize), `timeout`. A mutant that does not compile is a
-"compile error": reported separately, not a kill.
+`emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu-emulator.md), `misaligned`
+(UBSan's alignment check, in every build), `crash` (a signal), `sanitizer` (ASan/UBSan, with
+--sanitize), `timeout`. The reverse order runs with the finite poison (CONVEYOR_EMU_POISON=finite),
+as ctest's gpu_emu_reverse does. A mutant that does not compile is a "compile error": reported
+separately, not a kill.
 """
 from __future__ import annotations
 

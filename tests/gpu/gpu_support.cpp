@@ -63,6 +63,21 @@ double rel_error(const std::vector<float>& out, const std::vector<float>& ref) {
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+double mean_ulp_error(const std::vector<float>& out, const std::vector<double>& exact) {
+  if (out.size() != exact.size()) return INFINITY;
+  double sum = 0.0;
+  size_t n = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    if (exact[i] == 0.0) continue;
+    int e = 0;
+    std::frexp(exact[i], &e);  // |exact| in [2^(e-1), 2^e): bf16 spacing 2^(e-8) there
+    sum += (std::abs(double(out[i])) - std::abs(exact[i])) / std::ldexp(1.0, e - 8);
+    ++n;
+  }
+  return n ? sum / double(n) : 0.0;
+}
+
 bool all_finite(const std::vector<float>& v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;

@@ -60,6 +60,7 @@ runner& the_runner() {
     tl_runner->rng.seed(thread_order_seed());
     tl_runner->smem = reinterpret_cast<unsigned char*>(new_fiber_stack(kSmemBytes));  // a guarded mapping
     tl_runner->tsan_blocks = tsan::blocks_mode();
+    install_fault_report();
   }
   return *tl_runner;
 }
@@ -206,7 +207,7 @@ void run_block(runner& r) {
   else tsan::acquire(&r.sync_done);  // the previous block's threads, before the host refills their memory
   {
     [[maybe_unused]] tsan::unrecorded garbage;
-    std::memset(r.smem, 0xFF, r.guard_end);  // garbage (NaN) in the launch's memory and the guard band
+    std::memset(r.smem, poison_byte(), r.guard_end);  // garbage (control.hpp's poison) in the launch's memory and the guard band
   }
   tsan::release(&r.sync_launch);  // the host's work so far, for this block's threads
   const dim3 b = r.k->block;

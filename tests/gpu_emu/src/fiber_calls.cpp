@@ -63,7 +63,7 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* typ
 #endif
   {
     [[maybe_unused]] tsan::unrecorded garbage;  // no thread's write: the first thread to declare it fills it
-    std::memset(r.smem + off, 0xFF, bytes);
+    std::memset(r.smem + off, poison_byte(), bytes);
   }
   r.static_end = end;
   r.slots.push_back({key, off});

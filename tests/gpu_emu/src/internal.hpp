@@ -55,11 +55,11 @@ std::string wmma_complete(warp_op op, const wmma_call* const calls[32]);
 /// Static shared memory one block may declare (CUDA's 48 KiB).
 constexpr size_t kStaticSmemLimit = 48 * 1024;
 
-/// Bytes past a block's dynamic shared memory filled with 0xFF before the block runs and checked
+/// Bytes past a block's dynamic shared memory filled with the poison byte before the block runs and checked
 /// after it (src/smem_guard.cpp): a store past the launch's size is a fault, not silent.
 constexpr size_t kSmemGuardBytes = 64 * 1024;
 /// Throws fault_error if a byte of [dyn, guard_end) outside the static variables
-/// [dyn_end, static_end) is no longer 0xFF.
+/// [dyn_end, static_end) no longer holds the poison byte.
 void check_smem_guard(const unsigned char* smem, size_t dyn, size_t dyn_end, size_t static_end, size_t guard_end);
 
 } // namespace conveyor_emu::detail

@@ -1,10 +1,12 @@
 // The emulator's runtime, part 1: errors (last, sticky), devices and their properties, device
 // and pinned host memory with bounds-checked copies, and the control API of control.hpp.
 // Device memory is host memory: small allocations come from posix_memalign (AddressSanitizer
-// sees their bounds) and are filled with 0xFF (NaN) as a GPU's fresh memory holds garbage; large
+// sees their bounds) and are filled with the poison (0xFF: NaN; CONVEYOR_EMU_POISON=finite: 0x7F,
+// a large finite value) as a GPU's fresh memory holds garbage; large
 // ones are mmap'd without reserve, so a 16 GiB "GPU" costs only the pages that are touched.
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -217,7 +219,7 @@ cudaError_t allocate(void** p, size_t bytes, bool pinned, const char* call) {
     if (mem == MAP_FAILED) return fail(cudaErrorMemoryAllocation, "mmap failed");
   } else {
     if (posix_memalign(&mem, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation, "host allocation failed");
-    if (!pinned) std::memset(mem, 0xFF, bytes);  // fresh device memory is garbage
+    if (!pinned) std::memset(mem, ::conveyor_emu::poison_byte(), bytes);  // fresh device memory is garbage
   }
   s.allocs[static_cast<const char*>(mem)] = a;
   if (pinned) ++s.count.live_host_allocs;
@@ -323,6 +325,18 @@ order_setting& setting() {
   return s;
 }
 
+poison_kind& poison_setting() {
+  static poison_kind k = [] {
+    const std::string v = std::getenv("CONVEYOR_EMU_POISON") ? std::getenv("CONVEYOR_EMU_POISON") : "";
+    if (v != "" && v != "nan" && v != "finite") {
+      std::fprintf(stderr, "CONVEYOR_EMU_POISON=%s: expected nan or finite\n", v.c_str());
+      std::abort();
+    }
+    return v == "finite" ? poison_kind::finite : poison_kind::nan;
+  }();
+  return k;
+}
+
 } // namespace
 
 namespace detail {
@@ -336,6 +350,10 @@ void set_thread_order(thread_order o, uint64_t seed) {
 }
 
 thread_order current_thread_order() { return setting().order; }
+
+void set_poison(poison_kind k) { poison_setting() = k; }
+poison_kind current_poison() { return poison_setting(); }
+unsigned char poison_byte() { return poison_setting() == poison_kind::finite ? 0x7F : 0xFF; }
 
 const char* thread_order_name(thread_order o) {
   return o == thread_order::forward ? "forward" : o == thread_order::reverse ? "reverse" : "random";

@@ -89,5 +89,8 @@ std::string where(const std::source_location& s);
 fiber& current_fiber(const char* what, const std::source_location& loc);
 /// Switches from fiber f back to the scheduler; returns when f is resumed.
 void yield(runner& r, fiber& f);
+/// Makes a fatal sanitizer report inside a kernel also name the launch, block and thread
+/// (src/fault_report.cpp); idempotent.
+void install_fault_report();
 
 } // namespace conveyor_emu::detail

@@ -1,7 +1,7 @@
 // The guard band past a block's shared memory (Release builds; under ASan the same bytes are
 // poisoned instead). On a GPU a store past the launch's dynamic size lands in another block's
-// shared memory or faults; here it lands in the runner's buffer, so the band is filled with 0xFF
-// before the block and any byte that changed by its end is a fault.
+// shared memory or faults; here it lands in the runner's buffer, so the band is filled with the
+// poison byte (control.hpp) before the block and any byte that changed by its end is a fault.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -13,8 +13,9 @@ namespace conveyor_emu::detail {
 namespace {
 
 size_t first_changed(const unsigned char* smem, size_t from, size_t to) {
+  const unsigned char poison = poison_byte();
   for (size_t i = from; i < to; ++i)
-    if (smem[i] != 0xFF) return i;
+    if (smem[i] != poison) return i;
   return to;
 }
 

@@ -33,6 +33,17 @@ void set_thread_order(thread_order o, uint64_t seed = 1);
 thread_order current_thread_order();
 const char* thread_order_name(thread_order o);
 
+enum class poison_kind { nan, finite };
+/// What fresh device memory and every block's shared memory hold before anything writes them
+/// (default from CONVEYOR_EMU_POISON: nan | finite). nan: 0xFF bytes, NaN as f32, bf16 and f64,
+/// -1 as int32. finite: 0x7F bytes, +3.39e38 as f32 and as bf16 (its largest finite value),
+/// 1.4e306 as f64, 2139062143 as int32: garbage that no NaN test, and no "> 0" test, mistakes
+/// for empty. Allocations of 64 MiB and more are mapped zero pages (not filled: 16 GiB "GPUs").
+void set_poison(poison_kind k);
+poison_kind current_poison();
+/// The byte both kinds fill with.
+unsigned char poison_byte();
+
 /// Clears a sticky fault, the last error and every queued operation (tests that provoke faults).
 void reset();
 /// The description of the last fault a kernel raised ("" if none).

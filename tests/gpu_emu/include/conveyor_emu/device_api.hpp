@@ -37,8 +37,9 @@ void* dynamic_shared();
 [[noreturn]] void device_fault(const char* what, const std::source_location& loc);
 } // namespace detail
 
-/// A block-wide variable: every thread of the block gets the same object; filled with 0xFF
-/// bytes at block start (NaN for floats), as shared memory holds garbage on a GPU.
+/// A block-wide variable: every thread of the block gets the same object; filled with the poison
+/// byte at block start (control.hpp: NaN or a large finite value), as shared memory holds garbage
+/// on a GPU.
 template <class T, class Tag>
 T& block_shared(Tag) {
   static const char key = 0;

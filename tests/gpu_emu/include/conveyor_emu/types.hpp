@@ -63,6 +63,11 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   const uint32_t rounded = b + 0x7FFFu + ((b >> 16) & 1u);  // round to nearest, ties to even
   return {static_cast<uint16_t>(rounded >> 16)};
 }
+inline __nv_bfloat16 __float2bfloat16_rz(float f) {  // toward zero: the low half dropped
+  const uint32_t b = std::bit_cast<uint32_t>(f);
+  if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) return {static_cast<uint16_t>(0x7FFF)};
+  return {static_cast<uint16_t>(b >> 16)};
+}
 inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
 inline float2 __bfloat1622float2(__nv_bfloat162 v) { return {__bfloat162float(v.x), __bfloat162float(v.y)}; }
 inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)}; }
