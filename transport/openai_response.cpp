@@ -145,7 +145,7 @@ std::string render_completion(const openai_context& c, const std::vector<choice_
       std::string text = done.text;
       size_t offset = 0;
       if (c.req->logprobs) logprobs = empty_completion_logprobs();
-      if (c.req->echo) {  // the prompt's scores ride in the first tokens event (rarely a later one)
+      if (c.req->echo) {  // the prompt's scores ride in the first tokens event that has them
         const auto scored = std::find_if(tokens.begin(), tokens.end(), [](const schemas::tokens_event& ev) { return ev.prompt.has_value(); });
         offset = echo_prompt(c, scored == tokens.end() ? schemas::tokens_event{} : *scored, text, c.req->logprobs ? &logprobs : nullptr);
       }
