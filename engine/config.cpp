@@ -37,6 +37,7 @@ std::string scheduler_config::validate() const {
   if (max_num_queued_tokens && *max_num_queued_tokens < 1)
     return "max_num_queued_tokens is " + std::to_string(*max_num_queued_tokens) +
            "; set it to 1 or more, or leave it unset for an unbounded queue";
+  if (speculative.enabled()) return speculative.validate();
   return {};
 }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/speculation.hpp"
+
 namespace conveyor {
 
 /// Order of the waiting queue and choice of preemption victims.
@@ -62,6 +64,9 @@ struct scheduler_config {
   /// What the executor can do, set from its executor_info (not a setting): "" when it scores
   /// prompts (request::prompt_logprobs), else the device name, and such jobs are refused.
   std::string no_prompt_logprobs_on;
+  /// Speculative decoding (engine/speculation.hpp). Default off here; the server's default is
+  /// decided at start-up from what the executor verifies.
+  speculative_config speculative;
 
   /// Returns an empty string when valid, else a message naming the field, its value and the fix.
   std::string validate() const;

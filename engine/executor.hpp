@@ -36,6 +36,13 @@ struct executor_info {
   /// It scores prompt tokens (scheduled_seq::prompt_targets); the engine refuses jobs asking for
   /// prompt logprobs otherwise.
   bool scores_prompts = false;
+  /// It samples every row of a drafted sequence (scheduled_seq::num_drafts) with kernels whose
+  /// rows do not depend on each other, so speculative decoding changes no token; the engine
+  /// drafts for no one otherwise.
+  bool verifies_drafts = false;
+  /// Its step cost model (speculative_config::fixed_cost_tokens): a step of T tokens costs about
+  /// as much as (this + T) token rows. 0: unknown.
+  double step_fixed_cost_tokens = 0.0;
 };
 
 class executor {

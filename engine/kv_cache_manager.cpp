@@ -1,5 +1,7 @@
 #include "engine/kv_cache_manager.hpp"
 
+#include <algorithm>
+
 #include "engine/check.hpp"
 
 namespace conveyor {
@@ -98,6 +100,17 @@ void kv_cache_manager::cache_blocks(seq_id seq, std::span<const token_id> tokens
     pool_.cache(s.table[i], h, block_tokens);
     s.hashes.push_back(h);
   }
+}
+
+void kv_cache_manager::shrink(seq_id seq, int32_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  seq_blocks& s = it->second;
+  const size_t keep = std::max((static_cast<size_t>(std::max(num_tokens, 0)) + block_size() - 1) / block_size(), s.hashes.size());
+  if (keep >= s.table.size()) return;
+  pool_.release(std::span<const block_id>(s.table).subspan(keep));
+  num_table_blocks_ -= static_cast<int64_t>(s.table.size() - keep);
+  s.table.resize(keep);
 }
 
 void kv_cache_manager::free(seq_id seq) {

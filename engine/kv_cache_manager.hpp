@@ -62,6 +62,10 @@ public:
   /// tokens (`tokens` are all of the sequence's known tokens). No-op when caching is off.
   void cache_blocks(seq_id seq, std::span<const token_id> tokens, int32_t num_computed);
 
+  /// Releases the blocks of `seq`'s table past the first ones covering `num_tokens` positions
+  /// (slots of rejected drafts), tail first; never a block registered in the prefix cache.
+  void shrink(seq_id seq, int32_t num_tokens);
+
   /// Releases `seq`'s table, tail block first, and forgets it. No-op for an unknown seq.
   void free(seq_id seq);
 

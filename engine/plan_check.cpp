@@ -22,6 +22,13 @@ std::string check_plan(const step_plan& plan, const executor_info& info, bool al
     if (!s.prompt_targets.empty() && !info.scores_prompts) return who + " has prompt targets, which this executor does not score";
     if (s.prompt_targets.size() > s.tokens.size()) return who + " has more prompt targets than tokens";
     if (s.prompt_top < 0 || s.prompt_top > max_top_logprobs) return who + " asks for " + std::to_string(s.prompt_top) + " prompt alternatives";
+    if (s.num_drafts != 0) {
+      if (!info.verifies_drafts) return who + " has drafts, which this executor does not verify";
+      if (s.num_drafts < 0 || static_cast<size_t>(s.num_drafts) >= s.tokens.size() || !s.sample)
+        return who + " has " + std::to_string(s.num_drafts) + " drafts among " + std::to_string(s.tokens.size()) + " tokens" +
+               (s.sample ? "" : " without sampling");
+      if (s.constraint || s.sampling.penalized()) return who + " has drafts and a constraint or penalties";
+    }
     for (token_id t : s.prompt_targets)
       if (t < 0 || t >= info.vocab_size) return who + " has prompt target " + std::to_string(t) + " outside the vocabulary";
   }

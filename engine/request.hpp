@@ -58,6 +58,9 @@ struct request {
   /// Structured outputs: only what this constraint allows is drawn, and the sequence ends (stop)
   /// once it is complete. Null: free text. It must have seen every output token so far.
   std::shared_ptr<token_constraint> constraint;
+  /// Speculative decoding may draft for this job when the server has it on (it never changes
+  /// the output, only the speed); false opts the job out.
+  bool speculate = true;
 };
 
 /// Why a sequence stopped.

@@ -16,6 +16,7 @@ scheduler::scheduler(const scheduler_config& sched, const cache_config& cache,
   const std::string error = validate_engine_config(sched, cache, num_kv_blocks);
   CONVEYOR_ASSERT(error.empty(), error.c_str());
   watermark_blocks_ = static_cast<int32_t>(std::floor(cache.kv_watermark * num_kv_blocks));
+  if (cfg_.speculative.fixed_cost_tokens <= 0.0) cfg_.speculative.fixed_cost_tokens = default_fixed_cost_tokens;
   running_.reserve(sched.max_num_seqs);
 }
 
@@ -36,6 +37,7 @@ step_plan scheduler::schedule(double now_s) {
     else
       admit_static(budget);
   }
+  add_drafts(budget);
   return build_plan();
 }
 
@@ -62,7 +64,7 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
       if (victim_index < i) --i;
     }
     if (fits) {
-      chosen_.push_back({seq, num_new});
+      chosen_.push_back({seq, num_new, {}});
       budget -= num_new;
       ++i;
     }
@@ -74,6 +76,7 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
 // the penalties need it, and a token that reaches max_tokens or max_model_len ends the sequence.
 bool scheduler::continues_ahead(const sequence& seq) const {
   if (seq.num_pending_samples == 0) return true;
+  if (seq.num_drafts_in_flight > 0) return false;  // how many of its drafts stand is not known yet
   if (seq.req.constraint || seq.req.sampling.penalized()) return false;
   const int32_t next_len = seq.num_tokens() + seq.num_pending_samples;
   return next_len - seq.num_prompt_tokens < seq.req.stop.max_tokens && next_len < cfg_.max_model_len;
@@ -160,7 +163,7 @@ bool scheduler::try_admit(sequence* seq, int32_t& budget, int32_t num_reserved_s
   seq->status = seq_status::running;
   running_.push_back(seq);
   if (num_new > 0) {
-    chosen_.push_back({seq, num_new});
+    chosen_.push_back({seq, num_new, {}});
     budget -= num_new;
   }
   return true;
@@ -182,9 +185,13 @@ step_plan scheduler::build_plan() {
     s.num_computed_tokens = begin;
     const int32_t known_end = std::min(end, seq->num_tokens());
     if (begin < known_end) s.tokens.assign(seq->tokens.begin() + begin, seq->tokens.begin() + known_end);
-    s.tokens.resize(static_cast<size_t>(c.num_new), k_previous_sample);  // at most one: the token in flight
+    const auto num_drafts = static_cast<int32_t>(c.drafts.size());
+    s.tokens.resize(static_cast<size_t>(c.num_new - num_drafts), k_previous_sample);  // at most one: the token in flight
+    s.tokens.insert(s.tokens.end(), c.drafts.begin(), c.drafts.end());
     s.block_table = kv_.block_table(seq->id());
-    s.sample = end == seq->num_known_tokens();
+    s.sample = end - num_drafts == seq->num_known_tokens();
+    s.num_drafts = num_drafts;
+    seq->num_drafts_in_flight = num_drafts;
     s.sampling = seq->req.sampling;
     if (s.sample) {
       s.constraint = seq->req.constraint;
@@ -210,7 +217,7 @@ step_plan scheduler::build_plan() {
     }
     seq->num_ahead_tokens += c.num_new;
     seq->num_pending_samples += s.sample ? 1 : 0;
-    f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions, begin, num_scored});
+    f.seqs.push_back({seq, seq->id(), c.num_new, s.sample, /*live=*/true, seq->num_preemptions, begin, num_scored, c.drafts});
   }
   return plan;
 }

@@ -22,6 +22,11 @@
 // while a step is in flight may be written by it: executors run steps in submit order, so the
 // next owner's writes come after.
 //
+// Speculative decoding (scheduler_spec.cpp, engine/speculation.hpp): once a step is planned, decodes
+// may get drafted tokens from the budget and blocks left over; update() keeps the sampled tokens
+// that match them, so one update() may append several tokens to a sequence. A drafted sequence is
+// not planned ahead (how many of its drafts stand is unknown until its step is done).
+//
 // Events: every finish is reported exactly once. update() returns its own events together with
 // any that happened since the last call; finishes outside a step (cancel(), finish(), a
 // deadline found by schedule(), a deadline already past at submit()) wait in an outbox that the
@@ -91,6 +96,12 @@ struct scheduler_stats {
   /// Prompt tokens looked up in the prefix cache at first admission, and those found.
   int64_t num_prefix_query_tokens = 0;
   int64_t num_prefix_hit_tokens = 0;
+  /// Speculative decoding (vLLM's spec_decode counters): verifications of one sequence's drafts,
+  /// tokens drafted, tokens accepted, and tokens accepted at each draft position (0-based).
+  int64_t num_spec_drafts = 0;
+  int64_t num_spec_draft_tokens = 0;
+  int64_t num_spec_accepted_tokens = 0;
+  std::vector<int64_t> num_spec_accepted_per_pos;
 };
 
 class scheduler {
@@ -147,6 +158,7 @@ private:
   struct chosen_seq {
     sequence* seq;
     int32_t num_new;
+    std::vector<token_id> drafts;  // the last drafts.size() of num_new (speculative decoding)
   };
   struct in_flight_seq {
     sequence* seq;
@@ -157,6 +169,7 @@ private:
     int32_t epoch;  // seq->num_preemptions when planned: a later preemption voids the KV work
     int32_t begin = 0;       // the chunk's first position
     int32_t num_scored = 0;  // its prompt targets (prompt logprobs)
+    std::vector<token_id> drafts;  // verified by this step
   };
   struct flight {
     uint64_t step_id = 0;
@@ -172,12 +185,17 @@ private:
   sequence* pick_victim() const;
   void preempt(sequence* victim, int32_t& budget);
   step_plan build_plan();
+  // scheduler_spec.cpp: speculative decoding.
+  void add_drafts(int32_t& budget);
+  bool may_draft(const sequence& seq, const chosen_seq& c) const;
+  int32_t keep_verified(const in_flight_seq& f, std::span<const sampled_token> sampled);
   // scheduler_lifecycle.cpp: submit, finish, update.
   void expire_deadlines(double now_s);
   void retire(sequence* seq, finish_reason reason);
   void remove_live(sequence* seq, finish_reason reason);
   void forget_in_flight(const sequence* seq);
-  void apply(const in_flight_seq& f, const sampled_token* sampled, std::span<const sampled_token> scores, bool& any_finished);
+  bool append_token(sequence* seq, const sampled_token& sampled, bool& any_finished);
+  void apply(const in_flight_seq& f, std::span<const sampled_token> sampled, std::span<const sampled_token> scores, bool& any_finished);
 
   scheduler_config cfg_;
   cache_config cache_cfg_;
@@ -198,6 +216,9 @@ private:
   int64_t num_preemptions_ = 0;
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
+  int64_t num_spec_drafts_ = 0, num_spec_draft_tokens_ = 0, num_spec_accepted_tokens_ = 0;
+  std::vector<int64_t> num_spec_accepted_per_pos_;
+  std::vector<token_id> proposal_;  // scratch
   /// Static batching: live members of the batch now running (0: the next batch may form).
   int32_t static_batch_size_ = 0;
 };

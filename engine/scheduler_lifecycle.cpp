@@ -119,11 +119,13 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
   size_t k = 0, scored = 0;
   bool any_finished = false;
   for (const in_flight_seq& f : done.seqs) {
-    const sampled_token* sampled = nullptr;
+    std::span<const sampled_token> sampled;
     if (f.sample) {
-      CONVEYOR_ASSERT(k < result.sampled.size(), "step result lacks a sampled token");
-      sampled = &result.sampled[k++];
-      CONVEYOR_ASSERT(sampled->id == f.id, "step result out of plan order");
+      const size_t n = 1 + f.drafts.size();
+      CONVEYOR_ASSERT(k + n <= result.sampled.size(), "step result lacks a sampled token");
+      sampled = std::span<const sampled_token>(result.sampled).subspan(k, n);
+      for (const sampled_token& t : sampled) CONVEYOR_ASSERT(t.id == f.id, "step result out of plan order");
+      k += n;
     }
     CONVEYOR_ASSERT(scored + f.num_scored <= result.prompt_scores.size(), "step result lacks prompt scores");
     const std::span<const sampled_token> scores(result.prompt_scores.data() + scored, static_cast<size_t>(f.num_scored));
@@ -146,8 +148,9 @@ std::vector<seq_event> scheduler::update(const step_result& result, double /*now
 }
 
 // One sequence's share of a finished step. Preempted since it was planned (a pipelined plan may
-// preempt a sequence of the step in flight): its KV work is void, its sampled token still stands.
-void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std::span<const sampled_token> scores,
+// preempt a sequence of the step in flight): its KV work is void, its sampled tokens still stand.
+// Drafted: the sampled tokens up to the first that differs from its draft stand (keep_verified).
+void scheduler::apply(const in_flight_seq& f, std::span<const sampled_token> sampled, std::span<const sampled_token> scores,
                       bool& any_finished) {
   sequence* seq = f.seq;
   if (seq->num_preemptions == f.epoch && !scores.empty() && seq->scores_prompt()) {
@@ -158,23 +161,31 @@ void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std:
     }
     seq->prompt_scores_filed += static_cast<int32_t>(scores.size());
   }
-  if (seq->num_preemptions == f.epoch) {
+  const int32_t num_kept = f.drafts.empty() ? static_cast<int32_t>(sampled.size()) : keep_verified(f, sampled);
+  if (seq->num_preemptions == f.epoch && f.drafts.empty()) {
     const int32_t bs = kv_.block_size();
     const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + f.num_new) / bs;
     seq->num_computed_tokens += f.num_new;
     seq->num_ahead_tokens -= f.num_new;
     if (fills_a_block) kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
   }
-  if (!sampled) return;
+  if (sampled.empty()) return;
   --seq->num_pending_samples;
-  seq->tokens.push_back(sampled->token);
+  for (int32_t i = 0; i < num_kept; ++i)
+    if (append_token(seq, sampled[static_cast<size_t>(i)], any_finished)) return;
+}
+
+// Appends one sampled token, reports it and runs the stop checks. Returns true when the sequence
+// ended (its later tokens, if any, are dropped).
+bool scheduler::append_token(sequence* seq, const sampled_token& sampled, bool& any_finished) {
+  seq->tokens.push_back(sampled.token);
   if (seq->status == seq_status::waiting) ++num_queued_tokens_;
   seq_event e;
   e.kind = event_kind::token;
   e.id = seq->id();
-  e.token = sampled->token;
-  e.logprob = sampled->logprob;
-  e.top = sampled->top;
+  e.token = sampled.token;
+  e.logprob = sampled.logprob;
+  e.top = sampled.top;
   if (seq->scores_prompt() && seq->prompt_scores_filed == seq->num_prompt_tokens - 1) {  // all scored
     e.prompt = std::move(seq->prompt_scores);
     seq->prompt_scores = {};
@@ -184,17 +195,18 @@ void scheduler::apply(const in_flight_seq& f, const sampled_token* sampled, std:
   // A constrained sequence ends once its grammar is complete (or, were the mask ignored, when
   // the grammar refuses the token: nothing valid can follow).
   bool grammar_ended = false;
-  if (token_constraint* g = seq->req.constraint.get()) grammar_ended = !g->accept(sampled->token) || g->terminated();
+  if (token_constraint* g = seq->req.constraint.get()) grammar_ended = !g->accept(sampled.token) || g->terminated();
   std::optional<finish_reason> reason = check_stop(*seq, cfg_.max_model_len);
   if (!reason && grammar_ended) reason = finish_reason::stop;
-  if (!reason) return;
+  if (!reason) return false;
   if (seq->status == seq_status::waiting) {
     remove_live(seq, *reason);  // preempted meanwhile: leaves the queue (and seqs_) at once
-    return;
+    return true;
   }
   retire(seq, *reason);
   forget_in_flight(seq);  // the next step's token for it, if planned, is dropped
   any_finished = true;
+  return true;
 }
 
 std::vector<seq_event> scheduler::take_events() {
@@ -221,6 +233,10 @@ scheduler_stats scheduler::stats() const {
   s.num_preemptions = num_preemptions_;
   s.num_prefix_query_tokens = num_prefix_query_tokens_;
   s.num_prefix_hit_tokens = num_prefix_hit_tokens_;
+  s.num_spec_drafts = num_spec_drafts_;
+  s.num_spec_draft_tokens = num_spec_draft_tokens_;
+  s.num_spec_accepted_tokens = num_spec_accepted_tokens_;
+  s.num_spec_accepted_per_pos = num_spec_accepted_per_pos_;
   return s;
 }
 
@@ -236,7 +252,7 @@ std::string scheduler::check_invariants() const {
     const int64_t slots = int64_t{static_cast<int64_t>(kv_.block_table(seq->id()).size())} *
                           kv_.block_size();
     if (slots < seq->num_planned_tokens()) return id + ": block table shorter than its KV";
-    if (seq->num_planned_tokens() > seq->num_known_tokens()) return id + ": computed past tokens";
+    if (seq->num_planned_tokens() > seq->num_known_tokens() + seq->num_drafts_in_flight) return id + ": computed past tokens";
     if (seq->num_ahead_tokens < 0 || seq->num_pending_samples < 0 || seq->num_pending_samples > 2)
       return id + ": steps in flight out of step";
     members += seq->in_static_batch ? 1 : 0;

@@ -14,6 +14,7 @@
 
 #include "engine/logit_edits.hpp"
 #include "engine/request.hpp"
+#include "engine/speculation.hpp"
 #include "engine/step.hpp"
 #include "engine/types.hpp"
 
@@ -63,6 +64,10 @@ struct sequence {
   std::vector<sampled_token> prompt_scores;
   int32_t prompt_scores_filed = 0;  // since the last preemption
   bool prompt_scores_sent = false;
+  /// Speculative decoding: its record of verified drafts, and the drafts the step in flight
+  /// verifies (its next plan waits for that step: how many stand is not known before).
+  spec_history spec;
+  int32_t num_drafts_in_flight = 0;
 
   seq_id id() const { return req.id; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

@@ -53,6 +53,11 @@ struct scheduled_seq {
   /// Empty: no row is scored. At most tokens.size() entries.
   std::vector<token_id> prompt_targets;
   int32_t prompt_top = 0;
+  /// Speculative decoding (engine/speculation.hpp): the last num_drafts tokens are proposed, not
+  /// known. With `sample` set, the executor samples after each of the last num_drafts + 1 tokens,
+  /// each row with its own position's coin, as if every draft before it were accepted. Never
+  /// with a constraint or penalties (their masks and edits need the real tokens).
+  int32_t num_drafts = 0;
 };
 
 /// Everything the executor needs for one fused forward step.
@@ -86,9 +91,11 @@ struct sampled_token {
   std::vector<token_logprob> top;
 };
 
-/// What one step produced: one entry per sequence with `sample`, in plan order.
+/// What one step produced.
 struct step_result {
   uint64_t step_id = 0;
+  /// One entry per sequence with `sample` (1 + num_drafts for a drafted one, row order), in
+  /// plan order.
   std::vector<sampled_token> sampled;
   /// One entry per prompt target, in plan order (each sequence's rows in order): `token` is the
   /// target, `logprob` and `top` as for a sampled token.

@@ -14,6 +14,7 @@ inline std::ostream& operator<<(std::ostream& os, finish_reason r) { return os <
 inline std::ostream& operator<<(std::ostream& os, error_code r) { return os << to_string(r); }
 inline std::ostream& operator<<(std::ostream& os, scheduling_policy p) { return os << to_string(p); }
 inline std::ostream& operator<<(std::ostream& os, batching_mode m) { return os << to_string(m); }
+inline std::ostream& operator<<(std::ostream& os, spec_method m) { return os << to_string(m); }
 inline std::ostream& operator<<(std::ostream& os, seq_status s) {
   switch (s) {
     case seq_status::waiting: return os << "waiting";

@@ -1,0 +1,80 @@
+// Speculative decoding in the scheduler (engine/speculation.hpp has the rule): drafts are added
+// to decodes once the step is otherwise planned, from the token budget left over and from free
+// blocks beyond the watermark (a draft never preempts, nor delays a prompt); after the step, the
+// sampled tokens that match the drafts stand and the slots of the rest are released.
+#include <algorithm>
+
+#include "engine/check.hpp"
+#include "engine/scheduler.hpp"
+
+namespace conveyor {
+
+// A decode of the sequence's newest token with nothing of it in flight, whose next tokens depend
+// on nothing but the logits: no grammar mask, no penalties, no prompt still to score.
+bool scheduler::may_draft(const sequence& seq, const chosen_seq& c) const {
+  return seq.req.speculate && c.num_new == 1 && c.drafts.empty() && seq.num_pending_samples == 0 &&
+         seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.req.constraint && !seq.req.sampling.penalized() &&
+         !seq.scores_prompt();
+}
+
+void scheduler::add_drafts(int32_t& budget) {
+  const speculative_config& spec = cfg_.speculative;
+  if (!spec.enabled() || chosen_.empty()) return;
+  int32_t num_sampling = 0, num_tokens = 0;
+  for (const chosen_seq& c : chosen_) {
+    num_tokens += c.num_new;
+    if (c.seq->num_planned_tokens() + c.num_new == c.seq->num_known_tokens()) ++num_sampling;
+  }
+  const double threshold = draft_threshold(spec.fixed_cost_tokens, num_sampling, num_tokens);
+  for (chosen_seq& c : chosen_) {
+    if (budget <= 0) break;
+    sequence& seq = *c.seq;
+    if (!may_draft(seq, c)) continue;
+    // Never past max_tokens or max_model_len: every drafted token could stand.
+    const int32_t room = std::min({spec.num_speculative_tokens, budget, seq.req.stop.max_tokens - seq.num_output_tokens() - 1,
+                                   cfg_.max_model_len - seq.num_tokens() - 1});
+    const int32_t want = draft_budget(seq.spec, room, threshold);
+    const int32_t n = want > 0 ? propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_) : 0;
+    if (n == 0) {
+      ++seq.spec.idle_steps;
+      continue;
+    }
+    if (!kv_.allocate_slots(seq.id(), seq.num_planned_tokens() + 1 + n, nullptr, watermark_blocks_)) continue;
+    c.drafts = proposal_;
+    c.num_new += n;
+    budget -= n;
+  }
+}
+
+// The verified step of a drafted sequence: how many sampled tokens stand (1 + the drafts
+// matched in order), its record and the counters; the KV of the standing tokens is kept, the
+// slots past them are given back, and no rejected token reaches the prefix cache.
+int32_t scheduler::keep_verified(const in_flight_seq& f, std::span<const sampled_token> sampled) {
+  sequence* seq = f.seq;
+  seq->num_drafts_in_flight = 0;
+  const auto num_drafts = static_cast<int32_t>(f.drafts.size());
+  CONVEYOR_ASSERT(sampled.size() == f.drafts.size() + 1, "a drafted sequence's rows are not all sampled");
+  int32_t accepted = 0;
+  while (accepted < num_drafts && sampled[static_cast<size_t>(accepted)].token == f.drafts[static_cast<size_t>(accepted)]) ++accepted;
+  seq->spec.record(num_drafts, accepted);
+  ++num_spec_drafts_;
+  num_spec_draft_tokens_ += num_drafts;
+  num_spec_accepted_tokens_ += accepted;
+  if (num_spec_accepted_per_pos_.size() < f.drafts.size()) num_spec_accepted_per_pos_.resize(f.drafts.size(), 0);
+  for (int32_t i = 0; i < accepted; ++i) ++num_spec_accepted_per_pos_[static_cast<size_t>(i)];
+  if (seq->num_preemptions == f.epoch) {
+    const int32_t bs = kv_.block_size(), valid = f.num_new - num_drafts + accepted;
+    const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + valid) / bs;
+    seq->num_computed_tokens += valid;
+    seq->num_ahead_tokens -= f.num_new;
+    if (fills_a_block) {  // the accepted drafts are the tokens about to be appended
+      proposal_.assign(seq->tokens.begin(), seq->tokens.end());
+      proposal_.insert(proposal_.end(), f.drafts.begin(), f.drafts.begin() + accepted);
+      kv_.cache_blocks(seq->id(), proposal_, seq->num_computed_tokens);
+    }
+    kv_.shrink(seq->id(), seq->num_computed_tokens + 1);
+  }
+  return accepted + 1;
+}
+
+} // namespace conveyor

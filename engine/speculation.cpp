@@ -1,0 +1,70 @@
+#include "engine/speculation.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace conveyor {
+
+const char* to_string(spec_method m) {
+  switch (m) {
+    case spec_method::none: return "none";
+    case spec_method::ngram: return "ngram";
+  }
+  return "?";
+}
+
+std::optional<spec_method> parse_spec_method(const std::string& text) {
+  if (text == "none") return spec_method::none;
+  if (text == "ngram") return spec_method::ngram;
+  return std::nullopt;
+}
+
+std::string speculative_config::validate() const {
+  if (num_speculative_tokens < 1 || num_speculative_tokens > 16)
+    return "speculative num_speculative_tokens = " + std::to_string(num_speculative_tokens) + ": must be in [1, 16]";
+  if (prompt_lookup_min < 1 || prompt_lookup_max > 16 || prompt_lookup_min > prompt_lookup_max)
+    return "speculative prompt_lookup_min = " + std::to_string(prompt_lookup_min) + ", prompt_lookup_max = " +
+           std::to_string(prompt_lookup_max) + ": need 1 <= prompt_lookup_min <= prompt_lookup_max <= 16";
+  if (!(fixed_cost_tokens >= 0.0) || !std::isfinite(fixed_cost_tokens))
+    return "speculative fixed_cost_tokens = " + std::to_string(fixed_cost_tokens) + ": must be >= 0 (0: the executor's estimate)";
+  return {};
+}
+
+void spec_history::record(int32_t num_drafted, int32_t num_accepted) {
+  accepted = accepted * spec_history_decay + num_accepted;
+  reached = reached * spec_history_decay + num_accepted + (num_accepted < num_drafted ? 1 : 0);
+  idle_steps = 0;
+}
+
+double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t num_tokens) {
+  const double rows = fixed_cost_tokens + std::max(num_tokens, 1);
+  return std::max(num_sampling, 1) / rows;
+}
+
+int32_t draft_budget(const spec_history& h, int32_t cap, double threshold) {
+  const double p = h.accept_rate();
+  int32_t n = 0;
+  for (double chance = p; n < cap && chance > threshold; chance *= p) ++n;
+  if (n == 0 && cap > 0 && h.idle_steps >= spec_retry_steps) n = 1;
+  return n;
+}
+
+int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                      std::vector<token_id>& out) {
+  out.clear();
+  const auto len = static_cast<int64_t>(tokens.size());
+  if (k <= 0) return 0;
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
+    const token_id* suffix = tokens.data() + (len - n);
+    // Latest occurrence first; it must be followed by at least one token.
+    for (int64_t i = len - n - 1; i >= 0; --i) {
+      if (!std::equal(suffix, suffix + n, tokens.data() + i)) continue;
+      const int64_t from = i + n, to = std::min(len, from + k);
+      out.assign(tokens.begin() + from, tokens.begin() + to);
+      return static_cast<int32_t>(out.size());
+    }
+  }
+  return 0;
+}
+
+} // namespace conveyor

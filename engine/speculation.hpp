@@ -1,0 +1,95 @@
+// Pure. Speculative decoding's policy: the settings (vLLM's --speculative-config names), the
+// n-gram proposer (prompt lookup) and the rule that sizes each sequence's drafts.
+//
+// A drafted step verifies k proposed tokens of a decoding sequence in one pass: its tokens are
+// [last token, d1 .. dk] and the executor samples every one of those k+1 rows, each with the
+// coin of its own position. Sampled tokens t0 .. tk; t0 always stands, and t(i) stands while
+// d(i) == t(i-1): the accepted tokens are exactly those non-speculative decoding would have
+// drawn, because a row's logits do not depend on the other rows of the step (batch-invariant
+// kernels) and a draw depends on (logits, seed, position) alone.
+//
+//   tokens  ... a  b  c | c' d1 d2 d3        c' = the last sampled token, computed now
+//   sampled             | t0 t1 t2 t3        t0 == d1, t1 == d2, t2 != d3
+//   kept                | t0 t1 t2           KV kept for c' d1 d2; d3's slot is rewritten later
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/types.hpp"
+
+namespace conveyor {
+
+enum class spec_method {
+  /// No speculation.
+  none,
+  /// Prompt lookup: the sequence's newest n-gram, found earlier in prompt + output, proposes
+  /// the tokens that followed it there.
+  ngram,
+};
+
+const char* to_string(spec_method m);
+std::optional<spec_method> parse_spec_method(const std::string& text);
+
+struct speculative_config {
+  spec_method method = spec_method::none;
+  /// Most tokens drafted per sequence and step. Default 4, in [1, 16].
+  int32_t num_speculative_tokens = 4;
+  /// The n-gram sizes tried, longest first. Defaults 2 and 4, 1 <= min <= max <= 16.
+  int32_t prompt_lookup_min = 2;
+  int32_t prompt_lookup_max = 4;
+  /// The executor's cost model: a step of T tokens costs about (fixed_cost_tokens + T) token
+  /// rows, so drafting pays while the batch is small next to this and stops as a step becomes
+  /// compute-bound (see draft_budget). Set at start-up from the executor (0: the executor's
+  /// estimate), > 0 when set.
+  double fixed_cost_tokens = 0.0;
+
+  bool enabled() const { return method != spec_method::none; }
+  /// "" when valid, else a message naming the field, its value and the allowed range.
+  std::string validate() const;
+};
+
+/// fixed_cost_tokens when neither the operator nor the executor sets one: a CPU step over a
+/// 135M-parameter model (step-bench: batch 1 about 11 ms, batch 8 about 27 ms).
+inline constexpr double default_fixed_cost_tokens = 4.0;
+
+/// A sequence's record of its verified drafts: decayed counts of drafted tokens that were
+/// accepted and of those that were reached (accepted, or the first one rejected), whose ratio
+/// estimates the chance that one more drafted token is accepted.
+struct spec_history {
+  double accepted = 0.0;
+  double reached = 0.0;
+  /// Steps since its last verified draft (a sequence that stopped drafting tries again).
+  int32_t idle_steps = 0;
+
+  /// The estimate, starting from 1/2 with a weight of two drafts.
+  double accept_rate() const { return (accepted + 1.0) / (reached + 2.0); }
+  /// Folds in one verification: `num_accepted` of `num_drafted` drafts stood.
+  void record(int32_t num_drafted, int32_t num_accepted);
+};
+
+/// How much each record counts against the next (older verifications fade).
+inline constexpr double spec_history_decay = 0.8;
+/// A sequence that has not drafted for this many steps may draft one token again, whatever its
+/// record says, so a sequence whose text turns repetitive is noticed.
+inline constexpr int32_t spec_retry_steps = 16;
+
+/// The most tokens worth drafting for one sequence, at most `cap`: draft i (1-based) is
+/// accepted with probability p^i, p = its accept_rate(), and pays when that beats `threshold`,
+/// the output a token row buys in this step without drafts (outputs / cost in rows:
+/// num_sampling / (fixed_cost_tokens + num_tokens)). A step of one decode on a CPU (threshold
+/// about 1/5) drafts while p^i > 0.2; a batch of 32 (about 0.9) only near-certain drafts.
+int32_t draft_budget(const spec_history& h, int32_t cap, double threshold);
+double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t num_tokens);
+
+/// Prompt lookup: for n from max_n down to min_n, the newest n tokens of `tokens` are searched
+/// for earlier in `tokens` (latest occurrence first, the suffix itself excluded); the first hit
+/// proposes up to `k` tokens that followed it. Writes them to `out` (cleared) and returns their
+/// number, 0 when nothing matched.
+int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                      std::vector<token_id>& out);
+
+} // namespace conveyor

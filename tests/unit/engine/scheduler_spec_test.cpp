@@ -1,0 +1,255 @@
+// Speculative decoding in the engine: the n-gram proposer, the drafting rule, and seeded random
+// workloads through kv_toy_executor (whose tokens are read back from the paged KV cache, so a
+// rejected draft left in the cache, a wrong num_computed_tokens or a rejected token in the
+// prefix cache all change the tokens): every job's events must be identical with speculation on
+// and off, synchronous and pipelined, under preemption, chunking, prefix caching and cancels.
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <random>
+
+#include "engine/speculation.hpp"
+#include "engine_test_util.hpp"
+#include "kv_toy_executor.hpp"
+
+using namespace conveyor;
+using namespace conveyor::test;
+
+namespace {
+
+int32_t pick(std::mt19937_64& rng, int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); }
+
+struct job_log {
+  std::vector<std::pair<token_id, float>> tokens;
+  finish_reason reason = finish_reason::stop;
+  int32_t num_output_tokens = -1;
+  bool finished = false;
+};
+
+struct run_result {
+  std::map<seq_id, job_log> jobs;
+  std::map<seq_id, request> requests;
+  int64_t drafts = 0, accepted = 0, max_step_tokens = 0;
+  int32_t max_model_len = 0;
+  scheduler_stats stats;
+};
+
+scheduler_config spec_config(int32_t k = 4) {
+  scheduler_config c;
+  c.speculative.method = spec_method::ngram;
+  c.speculative.num_speculative_tokens = k;
+  return c;
+}
+
+// One seeded workload; `spec` turns drafting on (the workload is the same either way).
+run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
+  std::mt19937_64 rng(seed);
+  scheduler_config sched = spec_config(pick(rng, 1, 6));
+  if (!spec) sched.speculative.method = spec_method::none;
+  sched.speculative.prompt_lookup_min = pick(rng, 1, 2);
+  sched.speculative.prompt_lookup_max = pick(rng, 2, 4);
+  sched.speculative.fixed_cost_tokens = pick(rng, 1, 64);
+  cache_config cache;
+  cache.block_size = 1 << pick(rng, 0, 3);
+  const int32_t num_blocks = pick(rng, 8, 48);
+  sched.max_model_len = std::min(num_blocks * cache.block_size, pick(rng, 8, 80));
+  sched.max_num_seqs = pick(rng, 1, 8);
+  sched.max_num_batched_tokens = pick(rng, 1, 48);
+  sched.policy = pick(rng, 0, 1) ? scheduling_policy::priority : scheduling_policy::fcfs;
+  cache.enable_prefix_caching = pick(rng, 0, 1) == 1;
+  cache.kv_watermark = pick(rng, 0, 2) == 0 ? 0.1 : 0.0;
+  conveyor::scheduler s(sched, cache, num_blocks);
+  kv_toy_executor ex(num_blocks, cache.block_size, sched.max_model_len, toy_copy_next_token);
+  ex.set_verifies_drafts();
+
+  run_result out;
+  std::vector<token_id> stem;
+  for (int i = 0; i < 12; ++i) stem.push_back(pick(rng, 10, 14));
+  const int32_t num_jobs = pick(rng, 4, 24);
+  for (seq_id id = 1; id <= static_cast<seq_id>(num_jobs); ++id) {
+    request r;
+    r.id = id;
+    const int32_t len = pick(rng, 1, sched.max_model_len - 1);
+    for (int32_t i = 0; i < len; ++i) r.prompt_token_ids.push_back(i < 12 && pick(rng, 0, 2) ? stem[static_cast<size_t>(i)] : pick(rng, 10, 14));
+    r.stop.max_tokens = pick(rng, 1, 40);
+    r.stop.min_tokens = pick(rng, 0, 2) == 0 ? pick(rng, 0, r.stop.max_tokens) : 0;
+    r.stop.eos_token_ids = {0};
+    r.stop.stop_token_ids = pick(rng, 0, 3) == 0 ? std::vector<token_id>{3} : std::vector<token_id>{};
+    r.stop.ignore_eos = pick(rng, 0, 1) == 1;
+    r.priority = pick(rng, 0, 3);
+    r.speculate = pick(rng, 0, 5) != 0;
+    out.requests[id] = r;
+  }
+  seq_id next_id = 1;
+  int32_t outstanding = 0;
+  auto take = [&](const std::vector<seq_event>& events) {
+    for (const seq_event& e : events) {
+      job_log& j = out.jobs[e.id];
+      BOOST_TEST(!j.finished, "event after the finish of " << e.id);
+      if (e.kind == event_kind::token) {
+        j.tokens.emplace_back(e.token, e.logprob);
+      } else {
+        j.finished = true;
+        j.reason = e.reason;
+        j.num_output_tokens = e.num_output_tokens;
+      }
+    }
+  };
+  for (int step = 0; step < 20000; ++step) {
+    BOOST_TEST_CONTEXT("seed " << seed << (spec ? " spec" : " plain") << (pipelined ? " pipelined" : "") << " step " << step) {
+      // Arrivals depend on the step number only through the rng: the same in both runs.
+      if (next_id <= static_cast<seq_id>(num_jobs) && (step % 3 == 0)) {
+        const request& r = out.requests.at(next_id++);
+        BOOST_REQUIRE(s.submit(r, step).accepted);
+      }
+      const step_plan plan = s.schedule(step);
+      take(s.take_events());
+      BOOST_TEST(plan.num_tokens() <= sched.max_num_batched_tokens);
+      out.max_step_tokens = std::max<int64_t>(out.max_step_tokens, plan.num_tokens());
+      for (const scheduled_seq& p : plan.seqs) {
+        if (p.num_drafts == 0) continue;
+        const request& r = out.requests.at(p.id);
+        BOOST_TEST(r.speculate, "drafted for a job that opted out");
+        // Never past max_model_len; every draft could stand without passing max_tokens.
+        BOOST_TEST(p.num_computed_tokens + static_cast<int32_t>(p.tokens.size()) < sched.max_model_len);
+        const sequence* seq = s.find(p.id);
+        BOOST_TEST(seq->num_output_tokens() + p.num_drafts + 1 <= r.stop.max_tokens);
+      }
+      if (!plan.seqs.empty()) {
+        ex.submit(plan);
+        ++outstanding;
+      }
+      if (outstanding > 0 && (!pipelined || outstanding == 2 || plan.seqs.empty())) {
+        take(s.update(ex.collect(), step));
+        --outstanding;
+      }
+      const std::string inv = s.check_invariants();
+      BOOST_REQUIRE_MESSAGE(inv.empty(), inv);
+    }
+    if (next_id > static_cast<seq_id>(num_jobs) && !s.has_unfinished() && outstanding == 0) break;
+  }
+  BOOST_TEST(!s.has_unfinished());
+  BOOST_TEST(s.kv().num_used_blocks() == 0);
+  out.stats = s.stats();
+  out.drafts = ex.num_drafts();
+  out.max_model_len = sched.max_model_len;
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(speculation)
+
+BOOST_AUTO_TEST_CASE(prompt_lookup_proposes_what_followed_the_newest_ngram) {
+  std::vector<token_id> out;
+  // "5 6" occurs at 1 and at 5; the latest earlier occurrence (5) is followed by 9 1.
+  const std::vector<token_id> t{4, 5, 6, 7, 8, 5, 6, 9, 1, 5, 6};
+  BOOST_TEST(propose_ngram(t, 2, 2, 3, out) == 3);
+  BOOST_TEST(out == (std::vector<token_id>{9, 1, 5}));
+  // Longest n first: "1 5 6" occurs nowhere earlier, "5 6" does.
+  BOOST_TEST(propose_ngram(t, 2, 3, 2, out) == 2);
+  BOOST_TEST(out == (std::vector<token_id>{9, 1}));
+  // Capped by the end of the sequence.
+  const std::vector<token_id> u{1, 2, 3, 1, 2};
+  BOOST_TEST(propose_ngram(u, 2, 2, 8, out) == 3);
+  BOOST_TEST(out == (std::vector<token_id>{3, 1, 2}));
+  // A longer match wins over a later shorter one: "2 3" at 1 (then 4), "3" alone later (then 9).
+  const std::vector<token_id> v{1, 2, 3, 4, 3, 9, 2, 3};
+  BOOST_TEST(propose_ngram(v, 1, 2, 1, out) == 1);
+  BOOST_TEST(out == (std::vector<token_id>{4}));
+  BOOST_TEST(propose_ngram(v, 1, 1, 1, out) == 1);
+  BOOST_TEST(out == (std::vector<token_id>{9}));
+  // Nothing: no earlier occurrence, too short, or k 0.
+  BOOST_TEST(propose_ngram(std::vector<token_id>{1, 2, 3, 4}, 1, 3, 4, out) == 0);
+  BOOST_TEST(out.empty());
+  BOOST_TEST(propose_ngram(std::vector<token_id>{7}, 1, 3, 4, out) == 0);
+  BOOST_TEST(propose_ngram(t, 2, 2, 0, out) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(drafts_follow_the_record_and_stop_when_the_step_is_compute_bound) {
+  spec_history fresh;  // 1/2
+  const double one_decode_cpu = draft_threshold(4.0, 1, 1), batch_32 = draft_threshold(4.0, 32, 32);
+  BOOST_TEST(one_decode_cpu == 0.2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(batch_32 == 32.0 / 36.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(draft_budget(fresh, 8, one_decode_cpu) == 2);  // 0.5, 0.25 > 0.2; 0.125 is not
+  BOOST_TEST(draft_budget(fresh, 8, batch_32) == 0);
+  spec_history good;
+  for (int i = 0; i < 20; ++i) good.record(4, 4);  // always accepted: p near 1
+  BOOST_TEST(good.accept_rate() > 0.95);
+  BOOST_TEST(draft_budget(good, 4, one_decode_cpu) == 4);
+  BOOST_TEST(draft_budget(good, 8, batch_32) >= 1);
+  BOOST_TEST(draft_budget(good, 3, batch_32) <= 3);
+  spec_history bad;
+  for (int i = 0; i < 20; ++i) bad.record(2, 0);  // always rejected at once
+  BOOST_TEST(bad.accept_rate() < 0.15);
+  BOOST_TEST(draft_budget(bad, 4, one_decode_cpu) == 0);
+  bad.idle_steps = spec_retry_steps;  // a long pause: one draft to look again
+  BOOST_TEST(draft_budget(bad, 4, one_decode_cpu) == 1);
+  BOOST_TEST(draft_budget(bad, 0, one_decode_cpu) == 0);
+  bad.record(1, 1);
+  BOOST_TEST(bad.idle_steps == 0);
+  // The geometric estimate: 3 of 4 reached accepted (one rejection after three).
+  spec_history h;
+  h.record(4, 3);
+  BOOST_TEST(h.accepted == 3.0);
+  BOOST_TEST(h.reached == 4.0);
+  h.record(2, 2);  // all accepted: nothing rejected was reached
+  BOOST_TEST(h.reached == 4.0 * spec_history_decay + 2.0, boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(settings_are_checked) {
+  speculative_config c;
+  c.method = spec_method::ngram;
+  BOOST_TEST(c.validate() == "");
+  c.num_speculative_tokens = 0;
+  BOOST_TEST(c.validate().find("num_speculative_tokens") != std::string::npos);
+  c.num_speculative_tokens = 4;
+  c.prompt_lookup_min = 5;
+  BOOST_TEST(c.validate().find("prompt_lookup_min") != std::string::npos);
+  BOOST_TEST((parse_spec_method("ngram") == spec_method::ngram));
+  BOOST_TEST(!parse_spec_method("eagle").has_value());
+  scheduler_config sc = spec_config();
+  sc.speculative.prompt_lookup_max = 40;
+  BOOST_TEST(sc.validate().find("prompt_lookup_max") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(random_workloads_are_identical_with_speculation_on_and_off) {
+  int64_t drafts = 0, accepted = 0, verifications = 0, rejected_steps = 0;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    for (bool pipelined : {false, true}) {
+      BOOST_TEST_CONTEXT("seed " << seed << (pipelined ? " pipelined" : " synchronous")) {
+        const run_result off = run_seed(seed, false, pipelined), on = run_seed(seed, true, pipelined);
+        BOOST_TEST(off.drafts == 0);
+        for (const auto& [id, r] : off.requests) {
+          BOOST_TEST_CONTEXT("job " << id) {
+            const job_log& a = off.jobs.at(id);
+            const job_log& b = on.jobs.at(id);
+            BOOST_TEST(a.finished);
+            BOOST_TEST(b.finished);
+            BOOST_TEST((a.tokens == b.tokens), "the events differ with speculation on");
+            BOOST_TEST(a.reason == b.reason);
+            BOOST_TEST(a.num_output_tokens == b.num_output_tokens);
+            // Both are the reference stream, read through the KV cache.
+            std::vector<token_id> ids;
+            for (const auto& [t, lp] : b.tokens) ids.push_back(t);
+            const request ref_req = r.stop.min_tokens > 0 ? request{} : r;  // reference_stream ignores min_tokens
+            if (r.stop.min_tokens == 0 && r.stop.stop_token_ids.empty())
+              BOOST_TEST((ids == reference_stream(ref_req, on.max_model_len, toy_copy_next_token)), "not the reference stream");
+          }
+        }
+        drafts += on.drafts;
+        accepted += on.stats.num_spec_accepted_tokens;
+        verifications += on.stats.num_spec_drafts;
+        rejected_steps += on.stats.num_spec_draft_tokens - on.stats.num_spec_accepted_tokens > 0 ? 1 : 0;
+        BOOST_TEST(on.stats.num_spec_draft_tokens == on.drafts);
+      }
+    }
+  }
+  // The workloads do exercise speculation: many drafts, most but not all accepted.
+  BOOST_TEST(verifications > 1000);
+  BOOST_TEST(accepted > drafts / 3);
+  BOOST_TEST(accepted < drafts);
+  BOOST_TEST(rejected_steps > 100);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
