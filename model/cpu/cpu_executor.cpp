@@ -62,6 +62,10 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   info_.vocab_size = cfg_.vocab_size;
   info_.device = "cpu";
   info_.scores_prompts = true;
+  // Every kernel computes a row the same way whatever else the step holds (batch-invariant), so
+  // a drafted row's logits are those of the step that would have computed it alone.
+  info_.verifies_drafts = true;
+  info_.step_fixed_cost_tokens = default_fixed_cost_tokens;
   kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
   kv_sizing_ = std::to_string(blocks) + " blocks x " + std::to_string(o.block_size) + " tokens = " +
                std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " reserved, " +
@@ -114,12 +118,23 @@ step_result cpu_executor::step(const step_plan& plan) {
     ffn_block(l);
   }
 
-  // Final norm and LM head only for the rows that sample.
+  // Final norm and LM head only for the rows that sample: a sequence's last, and a drafted
+  // one's last num_drafts + 1 (each row as if the drafts before it stood).
+  struct sampled_row {
+    const scheduled_seq* seq;
+    int64_t position;  // of the token drawn
+  };
   std::vector<int32_t> rows;
+  std::vector<sampled_row> sampled;
   int32_t row = 0;
   for (const auto& s : plan.seqs) {
     row += static_cast<int32_t>(s.tokens.size());
-    if (s.sample) rows.push_back(row - 1);
+    if (!s.sample) continue;
+    const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    for (int32_t i = s.num_drafts; i >= 0; --i) {
+      rows.push_back(row - 1 - i);
+      sampled.push_back({&s, end - i});
+    }
   }
   const int32_t S = static_cast<int32_t>(rows.size()), V = cfg_.vocab_size;
   h_.resize(static_cast<size_t>(std::max(S, 1)) * d);
@@ -130,16 +145,13 @@ step_result cpu_executor::step(const step_plan& plan) {
 
   // Sampling is a pure function of (logits, params, seed, position): sequences in parallel, each
   // thread with its own scratch, results in plan order.
-  std::vector<const scheduled_seq*> sampled;
-  for (const auto& s : plan.seqs)
-    if (s.sample) sampled.push_back(&s);
   std::vector<sample_result> drawn(sampled.size());
   std::vector<std::vector<token_logprob>> tops(sampled.size());
   scratch_.resize(static_cast<size_t>(pool_.size()));
   const auto draw = [&](int64_t k, int32_t thread) {
-    const scheduled_seq& s = *sampled[static_cast<size_t>(k)];
+    const scheduled_seq& s = *sampled[static_cast<size_t>(k)].seq;
     std::span<const float> lg(&logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
-    const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+    const int64_t position = sampled[static_cast<size_t>(k)].position;
     auto& scratch = scratch_[static_cast<size_t>(thread)];
     // Structured outputs: the grammar's mask, filled here so that masks of many sequences are
     // computed in parallel like the draws.
@@ -159,7 +171,7 @@ step_result cpu_executor::step(const step_plan& plan) {
   step_result r;
   r.step_id = plan.step_id;
   for (size_t k = 0; k < sampled.size(); ++k)
-    r.sampled.push_back({sampled[k]->id, drawn[k].token, drawn[k].logprob, std::move(tops[k])});
+    r.sampled.push_back({sampled[k].seq->id, drawn[k].token, drawn[k].logprob, std::move(tops[k])});
   r.prompt_scores = score_prompts(plan);
   return r;
 }
