@@ -123,6 +123,7 @@ job_session::submit_plan job_session::plan_submit(double now_s) {
   else sub.req.prompt_token_ids = std::move(std::get<std::vector<token_id>>(tokens));
   sub.req.sampling = job_.to_sampling_params(*job_.seed);
   sub.req.stop = job_.to_stop_params(m_.tok->eog_ids());
+  sub.req.speculate = job_.speculate;
   if (job_.prompt_logprobs) {
     sub.req.prompt_logprobs = *job_.prompt_logprobs;
     prompt_ids_ = sub.req.prompt_token_ids;

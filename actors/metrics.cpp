@@ -145,6 +145,18 @@ std::string render_prometheus(const metrics_snapshot& m, const serving_stats& s)
            static_cast<double>(s.completion_tokens_total));
   w.scalar("num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.",
            static_cast<double>(s.preemptions_total));
+  w.scalar("spec_decode_num_drafts_total", "counter", "Speculative decoding: verifications of one sequence's drafted tokens.",
+           static_cast<double>(s.spec_drafts_total));
+  w.scalar("spec_decode_num_draft_tokens_total", "counter", "Speculative decoding: tokens drafted.",
+           static_cast<double>(s.spec_draft_tokens_total));
+  w.scalar("spec_decode_num_accepted_tokens_total", "counter", "Speculative decoding: drafted tokens accepted.",
+           static_cast<double>(s.spec_accepted_tokens_total));
+  {
+    std::map<std::string, uint64_t> per_pos;
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i) per_pos[std::to_string(i)] = static_cast<uint64_t>(s.spec_accepted_per_pos[i]);
+    w.labelled("spec_decode_num_accepted_tokens_per_pos_total", "Speculative decoding: drafted tokens accepted, by draft position (0-based).",
+               "position", per_pos);
+  }
   w.labelled("request_success_total", "Count of finished requests (done events), by finish reason.", "finished_reason", m.finished);
   w.labelled("request_rejected_total", "Count of error replies and rejected submits, by error code.", "code", m.rejected);
   w.scalar("request_failed_total", "counter", "Count of accepted requests that ended with an error event.", static_cast<double>(m.failed));

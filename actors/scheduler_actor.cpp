@@ -117,9 +117,14 @@ void iterate(self_ptr self) {
 void apply_result(self_ptr self, step_result& r) {
   auto& st = self->state;
   --st.submitted;
-  if (st.trace) st.trace->end_step(now_s());
-  if (st.failed) return;
-  st.jobs->update(r, now_s());
+  const double back = now_s();
+  if (st.failed) {
+    if (st.trace) st.trace->end_step(back);
+    return;
+  }
+  const int64_t accepted_before = st.trace ? st.jobs->sched().stats().num_spec_accepted_tokens : 0;
+  st.jobs->update(r, back);
+  if (st.trace) st.trace->end_step(back, st.jobs->sched().stats().num_spec_accepted_tokens - accepted_before);
   if (st.waiting_gauge) st.waiting_gauge->store(st.jobs->sched().num_waiting());
   deliver(self);
   iterate(self);

@@ -38,8 +38,9 @@ void append_fixed(std::string& out, double v, int decimals) {
 // A single token at or past the prompt that ends at the newest token is a decode. Everything
 // else is a prompt chunk, including the recompute of output tokens after a preemption (their
 // chunks start below the newest token, so they do not sample, or are longer than one token).
+// A decode with drafts (speculative decoding) is a decode too.
 bool is_decode(const scheduled_seq& s, int32_t num_prompt_tokens) {
-  return s.tokens.size() == 1 && s.sample && s.num_computed_tokens >= num_prompt_tokens;
+  return s.tokens.size() == static_cast<size_t>(1 + s.num_drafts) && s.sample && s.num_computed_tokens >= num_prompt_tokens;
 }
 
 } // namespace
@@ -80,6 +81,7 @@ void trace_writer::begin_step(const step_plan& plan, const scheduler& sched, con
     body += ",\"n\":" + std::to_string(s.tokens.size());
     const chunk_kind kind = is_decode(s, seq ? seq->num_prompt_tokens : INT32_MAX) ? chunk_kind::decode : chunk_kind::prompt;
     body += std::string(",\"kind\":\"") + chunk_kind_names.name(kind) + "\"";
+    if (s.num_drafts > 0) body += ",\"drafts\":" + std::to_string(s.num_drafts);
     body += s.sample ? ",\"sample\":true}" : ",\"sample\":false}";
   }
   const scheduler_stats st = sched.stats();
@@ -90,7 +92,7 @@ void trace_writer::begin_step(const step_plan& plan, const scheduler& sched, con
   last_preemptions_ = st.num_preemptions;
 }
 
-void trace_writer::end_step(double now_s) {
+void trace_writer::end_step(double now_s, int64_t accepted) {
   if (!enabled() || pending_.empty()) return;
   pending_step done = std::move(pending_.front());
   pending_.pop_front();
@@ -100,6 +102,7 @@ void trace_writer::end_step(double now_s) {
   append_fixed(head, start - start_s_, 6);
   head += ",\"duration_ms\":";
   append_fixed(head, (now_s - start) * 1000.0, 3);
+  if (accepted > 0) head += ",\"accepted\":" + std::to_string(accepted);
   head += ',';
   bool wake = false;
   {

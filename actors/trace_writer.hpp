@@ -59,7 +59,8 @@ public:
   /// When the step's result (or error) is back: the record gets its duration and is buffered.
   /// Steps end in the order they began; a pipelined step (begun while the one before still ran)
   /// starts, in the record, when the one before ended: durations are the executor's time each.
-  void end_step(double now_s);
+  /// `accepted`: drafted tokens that stood in this step (speculative decoding).
+  void end_step(double now_s, int64_t accepted = 0);
   /// Stops the flusher thread, writes what is buffered, closes the file. Idempotent.
   void close();
   /// False once a write failed (or after close()): records are dropped.

@@ -278,6 +278,10 @@ serving_stats job_table::stats(double now_s) {
   r.kv_blocks_used = s.num_kv_blocks_used;
   r.kv_usage = s.num_kv_blocks > 0 ? static_cast<double>(s.num_kv_blocks_used) / s.num_kv_blocks : 0.0;
   r.preemptions_total = s.num_preemptions;
+  r.spec_drafts_total = s.num_spec_drafts;
+  r.spec_draft_tokens_total = s.num_spec_draft_tokens;
+  r.spec_accepted_tokens_total = s.num_spec_accepted_tokens;
+  r.spec_accepted_per_pos = s.num_spec_accepted_per_pos;
   r.draining = draining_;
   return r;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace conveyor {
@@ -68,6 +69,10 @@ struct serving_stats {
   int64_t completion_tokens_total = 0;  ///< output tokens generated
   int64_t cached_tokens_total = 0;      ///< prompt tokens of finished jobs served from the prefix cache
   int64_t preemptions_total = 0, steps_total = 0;
+  /// Speculative decoding: verifications of one sequence's drafts, tokens drafted, tokens
+  /// accepted, and accepted at each draft position (0-based).
+  int64_t spec_drafts_total = 0, spec_draft_tokens_total = 0, spec_accepted_tokens_total = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   int64_t jobs_accepted = 0, jobs_finished = 0;
   double tokens_per_s = 0.0;  ///< output tokens per second over the last interval of >= 1 s
   bool draining = false;

@@ -72,7 +72,7 @@ int32_t scheduler::keep_verified(const in_flight_seq& f, std::span<const sampled
       proposal_.insert(proposal_.end(), f.drafts.begin(), f.drafts.begin() + accepted);
       kv_.cache_blocks(seq->id(), proposal_, seq->num_computed_tokens);
     }
-    kv_.shrink(seq->id(), seq->num_computed_tokens + 1);
+    if (!seq->in_static_batch) kv_.shrink(seq->id(), seq->num_computed_tokens + 1);  // a static member keeps its reservation
   }
   return accepted + 1;
 }

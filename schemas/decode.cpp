@@ -195,6 +195,7 @@ submit_request read_submit(const field_map& f, const decode_limits& limits) {
   if (r.top_logprobs > 0) r.logprobs = true;
   f.read("stream", r.stream);
   f.read("token_bytes", r.token_bytes);
+  f.read("speculate", r.speculate);
   if (f.read_int("prompt_logprobs", v, 0, max_top_logprobs)) {
     if (!r.stream) refuse("prompt_logprobs", "prompt_logprobs needs stream: true (they arrive in the first tokens event)");
     r.prompt_logprobs = static_cast<int32_t>(v);

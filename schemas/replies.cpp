@@ -51,7 +51,7 @@ wire_bytes encode_map(const fetch_reply& reply) {
 wire_bytes encode_map(const stats_reply& r) {
   const serving_stats& s = r.serving;
   map_packer p;
-  p.map(19).kv("ok", true).kv("queued", s.queued).kv("running", s.running);
+  p.map(22).kv("ok", true).kv("queued", s.queued).kv("running", s.running);
   p.kv("kv_usage", s.kv_usage).kv("kv_blocks_used", s.kv_blocks_used);
   p.kv("kv_blocks_total", s.kv_blocks_total).kv("prompt_tokens_total", s.prompt_tokens_total);
   p.kv("completion_tokens_total", s.completion_tokens_total);
@@ -59,6 +59,8 @@ wire_bytes encode_map(const stats_reply& r) {
   p.kv("jobs_rejected", r.jobs_rejected).kv("jobs_finished", s.jobs_finished);
   p.kv("jobs_failed", r.jobs_failed).kv("tokens_per_s", s.tokens_per_s);
   p.kv("uptime_s", r.uptime_s).kv("preemptions_total", s.preemptions_total);
+  p.kv("spec_drafts_total", s.spec_drafts_total).kv("spec_draft_tokens_total", s.spec_draft_tokens_total);
+  p.kv("spec_accepted_tokens_total", s.spec_accepted_tokens_total);
   p.str("rejected").map(static_cast<uint32_t>(r.rejected.size()));
   for (const auto& [code, n] : r.rejected) p.kv(code, n);
   p.str("finished").map(static_cast<uint32_t>(r.finished.size()));

@@ -91,6 +91,8 @@ struct submit_request {
   /// `tokens` events also carry each token's bytes (and with top_logprobs, each alternative's):
   /// for clients without the model's tokenizer that write token strings (Batch files' logprobs).
   bool token_bytes = false;
+  /// false opts the job out of speculative decoding (which changes no output, only the speed).
+  bool speculate = true;
   /// Variables for the chat template (`messages` only), e.g. {"enable_thinking": false}: string
   /// keys, scalar values (bool, integer, float, string); not "messages". In key order as sent.
   std::vector<std::pair<std::string, std::variant<bool, int64_t, double, std::string>>> chat_template_kwargs;

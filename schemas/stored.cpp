@@ -14,7 +14,8 @@ wire_bytes encode(const submit_request& j) {
   // The penalties and logit_bias only when set: a journal stays readable by a server without them.
   const bool penalties = j.presence_penalty != 0.0f || j.frequency_penalty != 0.0f || j.repetition_penalty != 1.0f;
   const uint32_t n = 16 + (j.seed ? 1 : 0) + (j.deadline_ms ? 1 : 0) + (j.format ? 1 : 0) + (penalties ? 3 : 0) +
-                     (j.logit_bias.empty() ? 0 : 1) + (j.chat_template_kwargs.empty() ? 0 : 1) + (j.prompt_logprobs ? 1 : 0) + (j.token_bytes ? 1 : 0);
+                     (j.logit_bias.empty() ? 0 : 1) + (j.chat_template_kwargs.empty() ? 0 : 1) + (j.prompt_logprobs ? 1 : 0) + (j.token_bytes ? 1 : 0) +
+                     (j.speculate ? 0 : 1);
   p.map(n).kv("op", "submit").kv("id", j.id);
   if (auto* text = std::get_if<std::string>(&j.input)) {
     p.kv("prompt", *text);
@@ -46,6 +47,7 @@ wire_bytes encode(const submit_request& j) {
   p.kv("logprobs", j.logprobs).kv("top_logprobs", j.top_logprobs).kv("stream", j.stream);
   if (j.prompt_logprobs) p.kv("prompt_logprobs", *j.prompt_logprobs);
   if (j.token_bytes) p.kv("token_bytes", true);
+  if (!j.speculate) p.kv("speculate", false);
   if (!j.chat_template_kwargs.empty()) {
     p.str("chat_template_kwargs").map(static_cast<uint32_t>(j.chat_template_kwargs.size()));
     for (const auto& [key, value] : j.chat_template_kwargs) {

@@ -25,7 +25,7 @@ SUBMIT_DEFAULTS = {
     "stop": [], "stop_token_ids": [], "ignore_eos": False, "min_tokens": 0, "priority": 0,
     "deadline_ms": None, "logprobs": False, "stream": True,
     "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
-    "chat_template_kwargs": {}, "prompt_logprobs": None, "token_bytes": False,
+    "chat_template_kwargs": {}, "prompt_logprobs": None, "token_bytes": False, "speculate": True,
 }
 INPUT_KEYS = ("prompt", "messages", "prompt_tokens")
 
@@ -74,6 +74,7 @@ ok("submit_messages", submit(messages=[{"role": "system", "content": "Be brief."
                                        {"role": "assistant", "content": ""}]))
 ok("submit_prompt_tokens", submit(prompt_tokens=[1, 9906, 11, 1917, 0, 2147483647]))
 ok("submit_greedy_integer_temperature", submit(prompt="x", temperature=0))
+ok("submit_speculate_off", submit(prompt="x", speculate=False))
 ok("submit_nil_values_mean_absent", submit(prompt="x", seed=None, deadline_ms=None, messages=None))
 ok("submit_unknown_keys_ignored", submit(prompt="x", future_field={"nested": [1, 2, {"a": None}]},
                                         another=b"\x00\x01"))
@@ -204,6 +205,7 @@ bad("submit_deadline_negative", submit(prompt="x", deadline_ms=-5), "deadline_ms
 bad("submit_ignore_eos_integer", submit(prompt="x", ignore_eos=1), "ignore_eos")
 bad("submit_logprobs_string", submit(prompt="x", logprobs="yes"), "logprobs")
 bad("submit_token_bytes_string", submit(prompt="x", token_bytes="yes"), "token_bytes")
+bad("submit_speculate_integer", submit(prompt="x", speculate=0), "speculate")
 bad("submit_prompt_logprobs_over_20", submit(prompt="x", prompt_logprobs=21), "prompt_logprobs")
 bad("submit_prompt_logprobs_negative", submit(prompt="x", prompt_logprobs=-1), "prompt_logprobs")
 bad("submit_prompt_logprobs_without_stream", submit(prompt="x", prompt_logprobs=0, stream=False), "prompt_logprobs")
@@ -258,6 +260,7 @@ replies = {
                     "completion_tokens_total": 5000, "cached_tokens_total": 128,
                     "jobs_accepted": 12, "jobs_rejected": 1, "jobs_finished": 7, "jobs_failed": 0,
                     "tokens_per_s": 88.5, "uptime_s": 3600.0, "preemptions_total": 2,
+                    "spec_drafts_total": 40, "spec_draft_tokens_total": 150, "spec_accepted_tokens_total": 96,
                     "rejected": {"bad_request": 1, "overloaded": 0},
                     "finished": {"length": 6, "stop": 1},
                     "histograms": {"time_to_first_token_seconds": {"count": 7, "sum": 1.75},

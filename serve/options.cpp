@@ -1,5 +1,7 @@
 #include "serve/options.hpp"
 
+#include "serve/spec_options.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 #include "transport/reasoning.hpp"
 
 namespace conveyor::serve {
+
+using speculative_config_t = conveyor::speculative_config;
 
 void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--config", config_path, "TOML file with any of these settings (flag names with _ or -); flags win")
@@ -47,6 +51,10 @@ void serve_options::add_flags(CLI::App& cmd) {
   cmd.add_option("--async-scheduling,--async_scheduling", async_scheduling,
                  "Plan the next step while the device runs this one (CUDA; the CPU executor runs steps one at a time)")
       ->capture_default_str();
+  cmd.add_option("--speculative-config,--speculative_config", speculative_config,
+                 "Speculative decoding as vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
+                 "\"prompt_lookup_max\": 4}' or '{\"method\": \"none\"}'. It changes no output, only the speed (default: ngram where "
+                 "the executor verifies drafts: cpu)");
   cmd.add_option("--kv-watermark,--kv_watermark", kv_watermark, "Fraction of KV blocks kept free at admission")->capture_default_str();
   cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
@@ -148,7 +156,11 @@ std::string serve_options::apply_config(CLI::App& cmd) {
       }
       continue;
     }
-    if (node.is_string()) value = *node.value<std::string>();
+    if (const auto* t = node.as_table(); t && name == "speculative-config") {  // [speculative_config] as the JSON object
+      std::ostringstream json;
+      json << toml::json_formatter{*t};
+      value = json.str();
+    } else if (node.is_string()) value = *node.value<std::string>();
     else if (node.is_boolean()) value = *node.value<bool>() ? "true" : "false";
     else if (node.is_integer()) value = std::to_string(*node.value<int64_t>());
     else if (node.is_floating_point()) value = std::to_string(*node.value<double>());
@@ -200,6 +212,8 @@ std::string serve_options::validate() const {
   if (auto clash = port_clash(); !clash.empty()) return clash;
   if (curve_secret_key.empty() != authorized_keys.empty())
     return "curve_secret_key and authorized_keys go together: give both (CURVE on) or neither (off)";
+  if (speculative_config_t c; !speculative_config.empty())
+    if (auto e = parse_speculative_config(speculative_config, c); !e.empty()) return e;
   if (!sim::cost_model_preset(sim_cost_model))
     return "sim_cost_model must be one of " + std::string(sim::cost_model_preset_names()) + ", not '" + sim_cost_model + "'";
   return nats.validate();
@@ -276,6 +290,12 @@ runtime_options serve_options::runtime(const executor_info& info, const std::str
   r.sched.async_scheduling = async_scheduling;
   if (max_num_queued_reqs > 0) r.sched.max_num_queued_reqs = max_num_queued_reqs;
   if (max_num_queued_tokens > 0) r.sched.max_num_queued_tokens = max_num_queued_tokens;
+  // Speculative decoding where the executor verifies drafts; the explicit setting elsewhere is
+  // refused by check_sizing().
+  r.sched.speculative = default_speculative_config();
+  if (!speculative_config.empty()) (void)parse_speculative_config(speculative_config, r.sched.speculative);  // validate() checked it
+  if (!info.verifies_drafts && speculative_config.empty()) r.sched.speculative.method = spec_method::none;
+  if (r.sched.speculative.fixed_cost_tokens <= 0.0) r.sched.speculative.fixed_cost_tokens = info.step_fixed_cost_tokens;
   r.cache.block_size = info.block_size;
   r.cache.enable_prefix_caching = enable_prefix_caching;
   r.cache.kv_watermark = kv_watermark;

@@ -64,6 +64,8 @@ struct serve_options {
   int32_t poison_after = 2;   ///< a job running in this many consecutive crashes ends with an error (0: never)
   double retention_s = 300.0; ///< seconds a finished job stays fetchable (memory and journal)
   transport::nats_config nats;  ///< NATS JetStream intake and events (url empty: off)
+  /// vLLM's --speculative-config JSON (serve/spec_options.hpp); empty: default_speculative_config().
+  std::string speculative_config;
   std::string config_path;
 
   /// The journal file these settings name ("" when the journal is off: --no-journal, or NATS,

@@ -20,6 +20,11 @@ sizing_verdict check_sizing(const serve_options& o, const runtime_options& ro, c
               " or less (0: the model's context)";
     return v;
   }
+  if (ro.sched.speculative.enabled() && !info.verifies_drafts) {
+    v.error = "speculative_config: the " + info.device + " executor does not verify drafts; serve with --device cpu, or leave " +
+              "--speculative-config out (or set '{\"method\": \"none\"}')";
+    return v;
+  }
   constexpr int32_t min_useful = 64;
   const int32_t derived = ro.sched.max_model_len, pool = info.num_kv_blocks * info.block_size;
   const bool weights = runs_weights(parse_device(o.device).value_or(device_kind::cpu));

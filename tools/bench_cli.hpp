@@ -9,6 +9,7 @@
 
 #include "tools/bench/driver.hpp"
 #include "tools/bench/report.hpp"
+#include "tools/bench/wire.hpp"
 #include "tools/bench/workload.hpp"
 
 namespace conveyor::tools {
@@ -37,6 +38,9 @@ std::string parse_bench_opts(bench_opts& o);
 
 /// The run's requests with their arrival times. Returns "" or the error (a bad --dataset).
 std::string make_run_requests(const bench_opts& o, std::vector<bench::bench_request>& out);
+
+/// The server's stats reply (the stats op), or nullopt when it does not answer within 5 s.
+std::optional<bench::reply_view> server_stats(const std::string& router_ep);
 
 /// `conveyor bench --compare-batching`: exit code.
 int run_compare_batching(bench_opts& o);

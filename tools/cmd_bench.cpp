@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -99,6 +100,9 @@ int run_bench(bench_opts& o) {
   }
   o.run.date = now_date();
 
+  // Speculative decoding's counters before and after (the stats op); nothing when the server does
+  // not answer yet (the driver then waits for it) or has none.
+  const std::optional<bench::reply_view> before = server_stats(o.driver.router_ep);
   bench::driver_result d;
   try {
     d = bench::run_driver(o.driver, requests, [&](const bench::progress& p) {
@@ -114,9 +118,24 @@ int run_bench(bench_opts& o) {
   }
   const bench::bench_metrics m = bench::compute_metrics(d.timelines, o.run.slo, o.run.percentiles);
   std::cout << bench::format_table(o.run, d, m) << std::flush;
-  if (!o.json_path.empty() &&
-      !write_output("bench", error_sink::plain, "--json", o.json_path, bench::to_json(o.run, d, m, o.detailed).dump(1) + "\n"))
-    return 2;
+  nlohmann::json out = bench::to_json(o.run, d, m, o.detailed);
+  if (const auto after = server_stats(o.driver.router_ep); after && after->spec_drafts_total >= 0) {
+    const auto base = [&](int64_t bench::reply_view::*f) { return before && (*before).*f >= 0 ? (*before).*f : int64_t{0}; };
+    const int64_t drafts = after->spec_drafts_total - base(&bench::reply_view::spec_drafts_total);
+    const int64_t drafted = after->spec_draft_tokens_total - base(&bench::reply_view::spec_draft_tokens_total);
+    const int64_t accepted = after->spec_accepted_tokens_total - base(&bench::reply_view::spec_accepted_tokens_total);
+    const double rate = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+    const double mean_len = drafts > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts) : 0.0;
+    std::printf("Speculative decoding:  %lld verifications, %lld drafted tokens, %lld accepted (acceptance rate %.1f%%, mean "
+                "accepted length %.2f)\n",
+                static_cast<long long>(drafts), static_cast<long long>(drafted), static_cast<long long>(accepted), 100.0 * rate, mean_len);
+    out["spec_decode_num_drafts"] = drafts;
+    out["spec_decode_num_draft_tokens"] = drafted;
+    out["spec_decode_num_accepted_tokens"] = accepted;
+    out["spec_decode_acceptance_rate"] = rate;
+    out["spec_decode_mean_accepted_length"] = mean_len;
+  }
+  if (!o.json_path.empty() && !write_output("bench", error_sink::plain, "--json", o.json_path, out.dump(1) + "\n")) return 2;
   if (!o.plot_path.empty()) {
     bench::plot_input p;
     p.title = "conveyor bench: " + std::string(bench::to_string(w.name)) + ", " + std::to_string(m.completed) +

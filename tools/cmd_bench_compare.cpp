@@ -32,8 +32,9 @@ std::string describe_workload(const bench::workload_options& w) {
          " tokens, outputs exponential (mean 128) resampled until <= cap, all sent at once";
 }
 
-// The server's preemption count (stats op), or -1 when it does not answer within 5 s.
-int64_t server_preemptions(const std::string& router_ep) {
+} // namespace
+
+std::optional<bench::reply_view> server_stats(const std::string& router_ep) {
   zmq::context_t ctx;
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
@@ -42,10 +43,19 @@ int64_t server_preemptions(const std::string& router_ep) {
   dealer.send(zmq::buffer(req), zmq::send_flags::none);
   zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
   zmq::message_t msg;
-  if (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) <= 0 || !dealer.recv(msg, zmq::recv_flags::dontwait)) return -1;
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) <= 0 || !dealer.recv(msg, zmq::recv_flags::dontwait)) return std::nullopt;
   bench::decoder dec;
   const auto r = dec.reply(msg.data(), msg.size());
-  return r && r->ok ? r->preemptions_total : -1;
+  if (r && r->ok) return r;
+  return std::nullopt;
+}
+
+namespace {
+
+// The server's preemption count (stats op), or -1 when it does not answer within 5 s.
+int64_t server_preemptions(const std::string& router_ep) {
+  const auto r = server_stats(router_ep);
+  return r ? r->preemptions_total : -1;
 }
 
 // One server, one run. Throws std::runtime_error with the server's log tail on failure.

@@ -17,6 +17,7 @@
 #include "model/model_path.hpp"
 #include "model/text/tokenizer.hpp"
 #include "serve/server.hpp"
+#include "serve/spec_options.hpp"
 #include "tools/command.hpp"
 #include "tools/commands.hpp"
 #include "transport/curve.hpp"
@@ -62,6 +63,7 @@ void log_start(const serve::server& s, const serve::serve_options& o) {
                s.model_desc, s.info.device, s.info.num_kv_blocks, s.info.block_size, ro.sched.max_model_len, to_string(ro.sched.batching),
                s.info.async_steps && ro.sched.async_scheduling ? ", steps pipelined" : "", rt.router_endpoint(), rt.pub_endpoint(),
                rt.pull_endpoint());
+  spdlog::info("conveyor serve: speculative decoding {}", serve::describe(ro.sched.speculative));
   if (s.journal) {
     const auto& r = rt.recovered();
     spdlog::info("conveyor serve: journal {} (sync {}, epoch {}): {} finished jobs remembered, {} resumed, {} ended as poison jobs",

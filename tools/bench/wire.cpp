@@ -171,6 +171,12 @@ std::optional<reply_view> decoder::reply(const void* data, size_t size) {
         r.model = str_of(v);
       } else if (key == "preemptions_total" && v.type == msgpack::type::POSITIVE_INTEGER) {
         r.preemptions_total = static_cast<int64_t>(v.via.u64);
+      } else if (key == "spec_drafts_total" && v.type == msgpack::type::POSITIVE_INTEGER) {
+        r.spec_drafts_total = static_cast<int64_t>(v.via.u64);
+      } else if (key == "spec_draft_tokens_total" && v.type == msgpack::type::POSITIVE_INTEGER) {
+        r.spec_draft_tokens_total = static_cast<int64_t>(v.via.u64);
+      } else if (key == "spec_accepted_tokens_total" && v.type == msgpack::type::POSITIVE_INTEGER) {
+        r.spec_accepted_tokens_total = static_cast<int64_t>(v.via.u64);
       } else if (key == "complete" && v.type == msgpack::type::BOOLEAN) {
         r.complete = v.via.boolean;
       } else if (key == "error" && v.type == msgpack::type::MAP) {

@@ -57,6 +57,8 @@ struct reply_view {
   bool complete = false;
   /// stats: preemptions_total (-1 when absent).
   int64_t preemptions_total = -1;
+  /// stats: speculative decoding's counters (-1 when absent).
+  int64_t spec_drafts_total = -1, spec_draft_tokens_total = -1, spec_accepted_tokens_total = -1;
 };
 
 class decoder {

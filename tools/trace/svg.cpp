@@ -55,7 +55,7 @@ struct run {
   int32_t job = -1;
   bool prompt = false;
   size_t begin = 0, end = 0;
-  int64_t tokens = 0;
+  int64_t tokens = 0, drafts = 0;
 };
 
 void draw_run(std::string& out, const grid& g, int32_t slot, const run& r, const trace_file& t,
@@ -67,7 +67,8 @@ void draw_run(std::string& out, const grid& g, int32_t slot, const run& r, const
   out += "<rect x=\"" + f(g.left + g.col_w * r.begin, 2) + "\" y=\"" + f(g.top + g.row_h * slot, 2) + "\" width=\"" +
          f(g.col_w * (r.end - r.begin), 2) + "\" height=\"" + f(g.row_h - gap, 2) + "\" fill=\"" + fill + "\"><title>" +
          escape(t.jobs[r.job]) + (r.prompt ? " prompt" : " decode") + ", step " + std::to_string(a) +
-         (b != a ? "-" + std::to_string(b) : "") + ", " + std::to_string(r.tokens) + " tokens</title></rect>\n";
+         (b != a ? "-" + std::to_string(b) : "") + ", " + std::to_string(r.tokens) + " tokens" +
+         (r.drafts > 0 ? " (" + std::to_string(r.drafts) + " drafted)" : "") + "</title></rect>\n";
 }
 
 void draw_cells(std::string& out, const grid& g, const trace_file& t, std::span<const step_record> win,
@@ -80,10 +81,11 @@ void draw_cells(std::string& out, const grid& g, const trace_file& t, std::span<
       if (r.job == s.job && r.prompt == s.prompt && r.end == i) {
         r.end = i + 1;
         r.tokens += s.num_tokens;
+        r.drafts += s.drafts;
         continue;
       }
       if (r.job >= 0) draw_run(out, g, lay.slot[i][k], r, t, win);
-      r = {s.job, s.prompt, i, i + 1, s.num_tokens};
+      r = {s.job, s.prompt, i, i + 1, s.num_tokens, s.drafts};
     }
   }
   for (size_t slot = 0; slot < open.size(); ++slot)

@@ -68,6 +68,7 @@ step_record parse_step(const json& j, job_table& jobs) {
     if (!k) throw std::invalid_argument("kind '" + kind + "' is not prompt or decode");
     r.prompt = *k == chunk_kind::prompt;
     r.sample = e.at("sample").get<bool>();
+    r.drafts = e.value("drafts", 0);
     s.seqs.push_back(r);
   }
   s.kv_blocks_used = j.at("kv_blocks_used").get<int32_t>();
@@ -75,6 +76,7 @@ step_record parse_step(const json& j, job_table& jobs) {
   s.running = j.at("running").get<int32_t>();
   s.preemptions = j.at("preemptions").get<int64_t>();
   s.preemptions_total = j.at("preemptions_total").get<int64_t>();
+  s.accepted = j.value("accepted", int64_t{0});
   return s;
 }
 

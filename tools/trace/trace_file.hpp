@@ -37,6 +37,7 @@ struct seq_record {
   int32_t num_tokens = 0;  ///< tokens computed this step
   bool prompt = false;     ///< a prompt chunk (or recompute); false: one decode token
   bool sample = false;     ///< a token was sampled after it
+  int32_t drafts = 0;      ///< of num_tokens, drafted (speculative decoding)
 };
 
 struct step_record {
@@ -49,6 +50,7 @@ struct step_record {
   int32_t running = 0;
   int64_t preemptions = 0;  ///< during this step's planning
   int64_t preemptions_total = 0;
+  int64_t accepted = 0;     ///< drafted tokens that stood (speculative decoding)
 
   int32_t num_tokens() const;
 };

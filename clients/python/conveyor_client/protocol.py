@@ -23,7 +23,7 @@ SUBMIT_DEFAULTS = {
     "priority": 0, "deadline_ms": None, "logprobs": False, "stream": True,
     "top_logprobs": 0, "response_format": None,
     "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": None,
-    "chat_template_kwargs": None, "prompt_logprobs": None, "token_bytes": False,
+    "chat_template_kwargs": None, "prompt_logprobs": None, "token_bytes": False, "speculate": True,
 }
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}\Z")

@@ -56,6 +56,7 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
   sched.max_num_seqs = pick(rng, 1, 8);
   sched.max_num_batched_tokens = pick(rng, 1, 48);
   sched.policy = pick(rng, 0, 1) ? scheduling_policy::priority : scheduling_policy::fcfs;
+  sched.batching = pick(rng, 0, 4) == 0 ? batching_mode::static_batch : batching_mode::continuous;
   cache.enable_prefix_caching = pick(rng, 0, 1) == 1;
   cache.kv_watermark = pick(rng, 0, 2) == 0 ? 0.1 : 0.0;
   conveyor::scheduler s(sched, cache, num_blocks);
@@ -131,6 +132,8 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
   BOOST_TEST(!s.has_unfinished());
   BOOST_TEST(s.kv().num_used_blocks() == 0);
   out.stats = s.stats();
+  // Static batch members reserve their whole life: drafts never make them short of blocks.
+  if (sched.batching == batching_mode::static_batch) BOOST_TEST(out.stats.num_preemptions == 0);
   out.drafts = ex.num_drafts();
   out.max_model_len = sched.max_model_len;
   return out;

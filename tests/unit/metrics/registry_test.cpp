@@ -99,6 +99,10 @@ BOOST_AUTO_TEST_CASE(the_exposition_of_a_small_case_is_exact) {
   n.prompt_tokens_total = 100;
   n.completion_tokens_total = 20;
   n.preemptions_total = 1;
+  n.spec_drafts_total = 5;
+  n.spec_draft_tokens_total = 12;
+  n.spec_accepted_tokens_total = 7;
+  n.spec_accepted_per_pos = {4, 2, 1};
   const std::string text = render_prometheus(m.snapshot(), n);
 
   BOOST_TEST(lines_starting(text, "conveyor_num_requests_") == "conveyor_num_requests_running 3\nconveyor_num_requests_waiting 4\n");
@@ -107,6 +111,13 @@ BOOST_AUTO_TEST_CASE(the_exposition_of_a_small_case_is_exact) {
   BOOST_TEST(lines_starting(text, "conveyor_generation_tokens_total") == "conveyor_generation_tokens_total 20\n");
   BOOST_TEST(lines_starting(text, "conveyor_num_preemptions_total") == "conveyor_num_preemptions_total 1\n");
   BOOST_TEST(lines_starting(text, "conveyor_request_failed_total") == "conveyor_request_failed_total 1\n");
+  BOOST_TEST(lines_starting(text, "conveyor_spec_decode_num_dr") ==
+             "conveyor_spec_decode_num_drafts_total 5\nconveyor_spec_decode_num_draft_tokens_total 12\n");
+  BOOST_TEST(lines_starting(text, "conveyor_spec_decode_num_accepted_tokens_total") == "conveyor_spec_decode_num_accepted_tokens_total 7\n");
+  BOOST_TEST(lines_starting(text, "conveyor_spec_decode_num_accepted_tokens_per_pos_total") ==
+             "conveyor_spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 4\n"
+             "conveyor_spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 2\n"
+             "conveyor_spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1\n");
   BOOST_TEST(lines_starting(text, "conveyor_request_success_total") ==
              "conveyor_request_success_total{finished_reason=\"cancelled\"} 1\n"
              "conveyor_request_success_total{finished_reason=\"deadline\"} 0\n"
@@ -195,7 +206,7 @@ BOOST_AUTO_TEST_CASE(every_family_has_help_and_type_before_its_samples) {
     }
     BOOST_TEST(line.rfind(last_type, 0) == 0, line << " follows TYPE " << last_type);
   }
-  BOOST_TEST(families == 14);
+  BOOST_TEST(families == 18);
 }
 
 BOOST_AUTO_TEST_CASE(counts_from_many_threads_all_arrive) {

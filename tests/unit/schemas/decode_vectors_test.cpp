@@ -50,7 +50,7 @@ json to_json(const decode_result& result) {
                   {"logprobs", r.logprobs}, {"stream", r.stream}, {"presence_penalty", r.presence_penalty},
                   {"frequency_penalty", r.frequency_penalty}, {"repetition_penalty", r.repetition_penalty},
                   {"logit_bias", bias_json(r.logit_bias)}, {"chat_template_kwargs", kwargs_json(r.chat_template_kwargs)},
-                  {"prompt_logprobs", opt(r.prompt_logprobs)}, {"token_bytes", r.token_bytes}};
+                  {"prompt_logprobs", opt(r.prompt_logprobs)}, {"token_bytes", r.token_bytes}, {"speculate", r.speculate}};
         } else if constexpr (std::is_same_v<T, cancel_request>) {
           return {{"op", "cancel"}, {"id", r.id}};
         } else if constexpr (std::is_same_v<T, status_request>) {

@@ -82,6 +82,9 @@ BOOST_AUTO_TEST_CASE(replies_match_the_vectors) {
           r.serving.tokens_per_s = 88.5;
           r.uptime_s = 3600.0;
           r.serving.preemptions_total = 2;
+          r.serving.spec_drafts_total = 40;
+          r.serving.spec_draft_tokens_total = 150;
+          r.serving.spec_accepted_tokens_total = 96;
           r.rejected = {{"bad_request", 1}, {"overloaded", 0}};
           r.finished = {{"length", 6}, {"stop", 1}};
           r.histograms = {{"time_to_first_token_seconds", 7, 1.75}, {"inter_token_latency_seconds", 4993, 49.5}};
