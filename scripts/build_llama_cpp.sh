@@ -15,7 +15,8 @@ build=$root/build
 bin=$root/bin
 jobs=${JOBS:-2}
 nice_level=${NICE:-10}
-targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize llama-tokenize)
+targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple llama-quantize llama-tokenize
+         llama-lookup)
 # No AMX: -march=native turns on ggml's AMX kernels wherever CPUID lists AMX, but many VMs list it
 # without enabling its register state, and those kernels then die of SIGILL (seen on a Xeon VM
 # here: llama-server crashed in tinygemm_kernel_amx). conveyor's kernels use no AMX either, so the
