@@ -36,11 +36,12 @@ std::optional<spec_method> parse_spec_method(const std::string& text);
 
 struct speculative_config {
   spec_method method = spec_method::none;
-  /// Most tokens drafted per sequence and step. Default 4, in [1, 16].
-  int32_t num_speculative_tokens = 4;
-  /// The n-gram sizes tried, longest first. Defaults 2 and 4, 1 <= min <= max <= 16.
-  int32_t prompt_lookup_min = 2;
-  int32_t prompt_lookup_max = 4;
+  /// Most tokens drafted per sequence and step (draft_budget decides how many of them). Default
+  /// 8, in [1, 16].
+  int32_t num_speculative_tokens = 8;
+  /// The n-gram sizes tried, longest first. Defaults 1 and 5, 1 <= min <= max <= 16.
+  int32_t prompt_lookup_min = 1;
+  int32_t prompt_lookup_max = 5;
   /// The executor's cost model: a step of T tokens costs about (fixed_cost_tokens + T) token
   /// rows, so drafting pays while the batch is small next to this and stops as a step becomes
   /// compute-bound (see draft_budget). Set at start-up from the executor (0: the executor's

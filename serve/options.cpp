@@ -52,8 +52,8 @@ void serve_options::add_flags(CLI::App& cmd) {
                  "Plan the next step while the device runs this one (CUDA; the CPU executor runs steps one at a time)")
       ->capture_default_str();
   cmd.add_option("--speculative-config,--speculative_config", speculative_config,
-                 "Speculative decoding as vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
-                 "\"prompt_lookup_max\": 4}' or '{\"method\": \"none\"}'. It changes no output, only the speed (default: ngram where "
+                 "Speculative decoding as vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 8, \"prompt_lookup_min\": 1, "
+                 "\"prompt_lookup_max\": 5}' or '{\"method\": \"none\"}'. It changes no output, only the speed (default: ngram where "
                  "the executor verifies drafts: cpu)");
   cmd.add_option("--kv-watermark,--kv_watermark", kv_watermark, "Fraction of KV blocks kept free at admission")->capture_default_str();
   cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();

@@ -1,8 +1,8 @@
 // --speculative-config: vLLM's JSON shape for speculative decoding, read into the engine's
 // speculative_config (engine/speculation.hpp).
 //
-//   --speculative-config '{"method": "ngram", "num_speculative_tokens": 4,
-//                          "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
+//   --speculative-config '{"method": "ngram", "num_speculative_tokens": 8,
+//                          "prompt_lookup_min": 1, "prompt_lookup_max": 5}'   (the default)
 //   --speculative-config '{"method": "none"}'          (off)
 //
 // In a --config TOML file: speculative_config = '{...}' or a [speculative_config] table with the

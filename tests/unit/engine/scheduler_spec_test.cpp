@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(settings_are_checked) {
   c.num_speculative_tokens = 0;
   BOOST_TEST(c.validate().find("num_speculative_tokens") != std::string::npos);
   c.num_speculative_tokens = 4;
-  c.prompt_lookup_min = 5;
+  c.prompt_lookup_min = c.prompt_lookup_max + 1;
   BOOST_TEST(c.validate().find("prompt_lookup_min") != std::string::npos);
   BOOST_TEST((parse_spec_method("ngram") == spec_method::ngram));
   BOOST_TEST(!parse_spec_method("eagle").has_value());
