@@ -41,7 +41,8 @@ import bench_spec_util as u  # noqa: E402
 ROOT = u.ROOT
 CACHE = os.environ.get("CONVEYOR_CACHE") or os.path.expanduser("~/.cache/conveyor")
 DATA = os.path.join(ROOT, "tools", "bench", "data")
-SPEC_ON = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":4}'
+# The 'on' server's --speculative-config unless --spec says otherwise: `conveyor serve`'s own default.
+SPEC_ON = '{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_min":1,"prompt_lookup_max":5}'
 SPEC_OFF = '{"method":"none"}'
 TARGETS = {("grounded", 1): 2.0, ("grounded", 4): 1.5, ("grounded", 32): 1.1, ("chat", 1): 0.97, ("chat", 32): 0.97}
 # llama-server speculative modes without a draft model (llama.cpp 0.3.36's --spec-type list).
@@ -100,7 +101,9 @@ class Bench:
         log(f"  {srv.label}: {res['output_throughput']:.1f} output tok/s ({res['total_output_tokens']} tokens, "
             f"{res['duration']:.1f} s)")
         keep = ("output_throughput", "total_output_tokens", "total_input_tokens", "duration", "completed",
-                "median_ttft_ms", "median_tpot_ms", "finish_reasons")
+                "median_ttft_ms", "median_tpot_ms", "finish_reasons", "spec_decode_num_drafts",
+                "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens", "spec_decode_acceptance_rate",
+                "spec_decode_mean_accepted_length")
         return {k: res.get(k) for k in keep}, cmd
 
     def conveyor(self):
@@ -128,11 +131,11 @@ class Bench:
                 for jobs in self.a.concurrency:
                     busy = wait_quiet(self.a.wait_quiet)
                     log(f"{workload}, {jobs} at once (CPU {busy:.0%} busy before)")
-                    got = {}
+                    got, other = {}, u.OtherLoad([off.pid, on.pid])
                     for srv in ((off, on) if cell % 2 == 0 else (on, off)):
                         got[srv.label], cmd = self.bench_cell(srv, workload, jobs)
                     cell += 1
-                    self.row(workload, jobs, got["off"], got["on"], busy)
+                    self.row(workload, jobs, got["off"], got["on"], other.share())
                     if cell == 1:
                         self.commands.append(shlex.join(cmd))
             self.verify(off, on)
@@ -141,15 +144,15 @@ class Bench:
             for srv in {off, on}:
                 stop_server(srv)
 
-    def row(self, workload, jobs, off, on, busy):
+    def row(self, workload, jobs, off, on, other):
         ratio = on["output_throughput"] / off["output_throughput"] if off["output_throughput"] else None
         target = TARGETS.get((workload, jobs))
         met = None if target is None or ratio is None else ratio >= target
         self.rows.append({"workload": workload, "jobs": jobs, "off_tok_s": off["output_throughput"],
                           "on_tok_s": on["output_throughput"], "ratio": ratio, "target": target, "met": met,
-                          "cpu_busy_before": round(busy, 3), "off": off, "on": on})
-        if busy >= 0.10:
-            self.notes.append(f"{workload} x{jobs}: other processes kept the CPU {busy:.0%} busy just before it")
+                          "other_cpu_share": round(other, 3), "off": off, "on": on})
+        if other >= 0.05:
+            self.notes.append(f"{workload} x{jobs}: other processes took {other:.0%} of the CPU during it: noisy")
         if workload == "grounded" and not self.a.no_spec_flag and off["total_output_tokens"] != on["total_output_tokens"]:
             self.notes.append(f"grounded x{jobs}: {off['total_output_tokens']} output tokens with speculation off, "
                               f"{on['total_output_tokens']} on: the answers differ")
@@ -173,9 +176,9 @@ class Bench:
         prompts = [(ids, j["max_tokens"]) for ids, j in zip(self.prompt_ids, self.grounded)]
         ctx = max(len(ids) for ids in self.prompt_ids) + max(j["max_tokens"] for j in self.grounded) + 64
         for name in self.a.llama_configs:
-            busy = wait_quiet(self.a.wait_quiet)
+            wait_quiet(self.a.wait_quiet)
             if name == LOOKUP_CLI:
-                self.llama_lookup_cli(ctx, busy)
+                self.llama_lookup_cli(ctx)
                 continue
             port = free_port()
             cmd = [os.path.join(self.a.llama_dir, "llama-server"), "-m", self.a.model, "-np", "1", "-c", str(ctx),
@@ -184,31 +187,42 @@ class Bench:
             try:
                 wait_health(srv, port)
                 u.llama_completion(port, prompts[0][0][:16], 8)  # warm-up
+                other = u.OtherLoad([srv.pid])
                 res = u.drive_llama_ids(port, prompts, 1, self.a.ignore_eos)
+                busy = other.share()
             finally:
                 stop_server(srv)
             log(f"  llama.cpp {name}: {res['output_tok_s']:.1f} output tok/s, drafted {res['draft_n']}, "
                 f"accepted {res['draft_accepted']}")
             self.llama_rows.append({"system": f"llama-server {name}", "config": name, "tok_s": res["output_tok_s"],
                                     "output_tokens": res["output_tokens"], "draft_n": res["draft_n"],
-                                    "draft_accepted": res["draft_accepted"], "cpu_busy_before": round(busy, 3),
+                                    "draft_accepted": res["draft_accepted"], "other_cpu_share": round(busy, 3),
                                     "command": shlex.join(cmd)})
             self.raw.setdefault("llama_texts", {})[name] = res["texts"]
+        plain = self.raw.get("llama_texts", {}).get("plain")
+        for r in self.llama_rows:
+            texts = self.raw.get("llama_texts", {}).get(r["config"])
+            if plain and texts and r["config"] != "plain":
+                r["answers_unlike_plain"] = sum(x != y for x, y in zip(plain, texts))
+                if r["answers_unlike_plain"]:
+                    self.notes.append(f"llama.cpp {r['config']}: {r['answers_unlike_plain']} of {len(texts)} answers differ "
+                                      "from llama.cpp's without speculation")
 
-    def llama_lookup_cli(self, ctx, busy):
+    def llama_lookup_cli(self, ctx):
         binary = os.path.join(self.a.llama_dir, "llama-lookup")
-        runs = []
+        runs, other = [], u.OtherLoad([])
         for text, ids, job in zip(self.rendered, self.prompt_ids, self.grounded):
             r = u.llama_lookup_once(binary, self.a.model, text, job["max_tokens"], self.a.threads, self.a.lookup_draft, ctx)
             if r["prompt_tokens"] != len(ids):
                 self.notes.append(f"llama-lookup read job {job['id']} as {r['prompt_tokens']} tokens, conveyor {len(ids)}")
             runs.append(r)
         tokens, secs = sum(r["tokens"] for r in runs), sum(r["seconds"] for r in runs)
+        busy = other.share()
         log(f"  llama-lookup: {tokens / secs:.1f} output tok/s (its timers)")
         cmd = shlex.join(runs[0]["cmd"][:4] + ["PROMPT"] + runs[0]["cmd"][5:])
         self.llama_rows.append({"system": f"llama-lookup (--spec-draft-n-max {self.a.lookup_draft})", "config": LOOKUP_CLI,
                                 "tok_s": tokens / secs, "output_tokens": tokens, "draft_n": sum(r["draft_n"] for r in runs),
-                                "draft_accepted": sum(r["draft_accepted"] for r in runs), "cpu_busy_before": round(busy, 3),
+                                "draft_accepted": sum(r["draft_accepted"] for r in runs), "other_cpu_share": round(busy, 3),
                                 "command": cmd + "  (one process per job; prompt pass + decoding, model loading excluded)"})
 
 
@@ -222,11 +236,16 @@ def report(b, info):
              f"{' '.join('%.2f' % x for x in info['load_avg'])}", f"conveyor {info['commit']}; model {a.model}; "
              f"threads {a.threads}; greedy; speculation on: {'(no flag: --no-spec-flag)' if a.no_spec_flag else a.spec}", ""]
     if b.rows:
-        lines += ["| workload | jobs at once | off tok/s | on tok/s | ratio | target | met |", "|---|---|---|---|---|---|---|"]
+        lines += ["| workload | jobs at once | off tok/s | on tok/s | ratio | target | met | accepted | mean length |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in b.rows:
             met = "—" if r["met"] is None else "yes" if r["met"] else "NO"
+            rate, mean = r["on"].get("spec_decode_acceptance_rate"), r["on"].get("spec_decode_mean_accepted_length")
             lines.append(f"| {r['workload']} | {r['jobs']} | {fmt(r['off_tok_s'])} | {fmt(r['on_tok_s'])} | "
-                         f"{fmt(r['ratio'], '.2f')}× | {'—' if r['target'] is None else '≥ %.2f×' % r['target']} | {met} |")
+                         f"{fmt(r['ratio'], '.2f')}× | {'—' if r['target'] is None else '≥ %.2f×' % r['target']} | {met} | "
+                         f"{'—' if rate is None else '%.0f%%' % (100 * rate)} | {fmt(mean, '.2f')} |")
+        lines += ["", "accepted: drafted tokens accepted; mean length: tokens a verification step yields (1 + accepted "
+                  "drafts), from `conveyor bench`"]
         lines.append("")
     chk = b.raw.get("output_check")
     if chk:
@@ -234,13 +253,16 @@ def report(b, info):
                   f"and on" + ("" if chk["differences"] else " (none)"), ""]
     if b.llama_rows:
         conv = {r["workload"] + str(r["jobs"]): r for r in b.rows}.get("grounded1")
-        lines += ["grounded jobs one at a time, the same prompt token ids:", "| system | output tok/s | drafted | accepted |",
-                  "|---|---|---|---|"]
+        lines += ["grounded jobs one at a time, the same prompt token ids:",
+                  "| system | output tok/s | drafted | accepted | others' CPU share |", "|---|---|---|---|---|"]
         for r in b.llama_rows:
-            lines.append(f"| llama.cpp {r['system']} | {fmt(r['tok_s'])} | {r['draft_n']} | {r['draft_accepted']} |")
+            lines.append(f"| llama.cpp {r['system']} | {fmt(r['tok_s'])} | {r['draft_n']} | {r['draft_accepted']} | "
+                         f"{r['other_cpu_share']:.0%} |")
         if conv:
-            lines += [f"| conveyor, speculation off | {fmt(conv['off_tok_s'])} | | |",
-                      f"| conveyor, speculation on | {fmt(conv['on_tok_s'])} | | |"]
+            on = conv["on"]
+            lines += [f"| conveyor, speculation off | {fmt(conv['off_tok_s'])} | | | {conv['other_cpu_share']:.0%} |",
+                      f"| conveyor, speculation on | {fmt(conv['on_tok_s'])} | {on.get('spec_decode_num_draft_tokens', '—')} | "
+                      f"{on.get('spec_decode_num_accepted_tokens', '—')} | |"]
             spec_rows = [r for r in b.llama_rows if r["config"] != "plain"]
             if spec_rows:
                 best = max(spec_rows, key=lambda r: r["tok_s"])

@@ -38,9 +38,13 @@ def ok_json(port, method, path, body=None, what=None):
 
 
 def parallel(fn, items, concurrency):
-    """fn over items with at most `concurrency` in flight; results in the items' order."""
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+    """fn over items with at most `concurrency` in flight; results in the items' order. On an
+    error or a signal it returns at once (requests in flight end when their server is stopped)."""
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    try:
         return list(pool.map(fn, items))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def read_jobs(path):
@@ -153,6 +157,44 @@ def llama_lookup_once(binary, model, text, n_predict, threads, n_draft, ctx):
 
 
 # -- the machine --
+
+def _cpu_jiffies():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), sum(v) - v[3] - v[4]  # total, busy (all but idle and iowait)
+
+
+def _proc_jiffies(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime, all threads
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class OtherLoad:
+    """The share of the machine's CPU time that other processes took while a measurement ran:
+    all busy time less ours (this process, its finished children, and the live pids given)."""
+
+    def __init__(self, pids):
+        self.pids = list(pids)
+        self.total0, self.busy0 = _cpu_jiffies()
+        self.own0 = self._own()
+
+    def _own(self):
+        t = os.times()
+        hz = os.sysconf("SC_CLK_TCK")
+        return t.user + t.system + t.children_user + t.children_system + sum(map(_proc_jiffies, self.pids)) / hz
+
+    def share(self):
+        total, busy = _cpu_jiffies()
+        hz = os.sysconf("SC_CLK_TCK")
+        if total <= self.total0:
+            return 0.0
+        other = (busy - self.busy0) / hz - (self._own() - self.own0)
+        return max(0.0, other / ((total - self.total0) / hz))
+
 
 def machine():
     cpu, flags = platform.processor(), set()

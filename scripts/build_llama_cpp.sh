@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds llama.cpp from source for scripts/bench_cpu_vs_llamacpp.py: the copy vendored in the
-# llama-cpp-python 0.3.36 source distribution on PyPI (the only pinned, reachable source we have).
+# Builds llama.cpp from source for scripts/bench_cpu_vs_llamacpp.py and scripts/bench_spec.py
+# (llama-lookup): the copy vendored in the llama-cpp-python 0.3.36 source distribution on PyPI (the
+# only pinned, reachable source we have).
 # CPU only (Release, -march=native, no curl, no GPU backends). Idempotent: skips work already done.
 #
 #   scripts/build_llama_cpp.sh            # -> ${CONVEYOR_CACHE:-~/.cache/conveyor}/llama.cpp-0.3.36/bin
