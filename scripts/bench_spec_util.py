@@ -173,6 +173,27 @@ def _proc_jiffies(pid):
         return 0
 
 
+def wait_quiet(max_wait_s, log, hold_s=10.0, busy_below=0.10):
+    """Waits (up to max_wait_s) until other processes have left the CPU under busy_below for
+    hold_s seconds in a row (a gap between two compiler runs is not quiet). Returns the last
+    busy fraction."""
+    t0 = time.time()
+    busy, quiet_since = 1.0, None
+    while True:
+        total0, busy0 = _cpu_jiffies()
+        time.sleep(1.0)
+        total, b = _cpu_jiffies()
+        busy = (b - busy0) / max(1, total - total0)
+        now = time.time()
+        quiet_since = (quiet_since or now) if busy < busy_below else None
+        if quiet_since is not None and now - quiet_since >= hold_s:
+            return busy
+        if now - t0 >= max_wait_s:
+            return busy
+        if int(now - t0) % 30 == 0:
+            log(f"CPU {busy:.0%} busy with other work; waiting (up to {max_wait_s:.0f} s, --wait-quiet)")
+
+
 class OtherLoad:
     """The share of the machine's CPU time that other processes took while a measurement ran:
     all busy time less ours (this process, its finished children, and the live pids given)."""
