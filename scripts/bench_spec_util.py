@@ -138,7 +138,8 @@ def llama_lookup_once(binary, model, text, n_predict, threads, n_draft, ctx):
     its prompt pass plus decoding (its own timers: model loading excluded)."""
     cmd = [binary, "-m", model, "-p", text, "-n", str(n_predict), "-t", str(threads), "-c", str(ctx),
            "--temp", "0", "--spec-draft-n-max", str(n_draft)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # errors="replace": the generated text may stop inside a UTF-8 sequence
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     log = p.stdout + p.stderr
     if p.returncode != 0:
         raise RuntimeError(f"llama-lookup failed (exit {p.returncode}): {log[-1500:]}")
