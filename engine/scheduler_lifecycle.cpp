@@ -173,6 +173,9 @@ void scheduler::apply(const in_flight_seq& f, std::span<const sampled_token> sam
   --seq->num_pending_samples;
   for (int32_t i = 0; i < num_kept; ++i)
     if (append_token(seq, sampled[static_cast<size_t>(i)], any_finished)) return;
+  // Drafted: its accepted drafts are among the tokens just appended, so the blocks they fill
+  // can be registered now (nothing new to register is a no-op).
+  if (!f.drafts.empty() && seq->num_preemptions == f.epoch) kv_.cache_blocks(seq->id(), seq->tokens, seq->num_computed_tokens);
 }
 
 // Appends one sampled token, reports it and runs the stop checks. Returns true when the sequence

@@ -63,15 +63,9 @@ int32_t scheduler::keep_verified(const in_flight_seq& f, std::span<const sampled
   if (num_spec_accepted_per_pos_.size() < f.drafts.size()) num_spec_accepted_per_pos_.resize(f.drafts.size(), 0);
   for (int32_t i = 0; i < accepted; ++i) ++num_spec_accepted_per_pos_[static_cast<size_t>(i)];
   if (seq->num_preemptions == f.epoch) {
-    const int32_t bs = kv_.block_size(), valid = f.num_new - num_drafts + accepted;
-    const bool fills_a_block = seq->num_computed_tokens / bs != (seq->num_computed_tokens + valid) / bs;
-    seq->num_computed_tokens += valid;
+    // The prefix cache takes the full blocks once the tokens are appended (apply()).
+    seq->num_computed_tokens += f.num_new - num_drafts + accepted;
     seq->num_ahead_tokens -= f.num_new;
-    if (fills_a_block) {  // the accepted drafts are the tokens about to be appended
-      proposal_.assign(seq->tokens.begin(), seq->tokens.end());
-      proposal_.insert(proposal_.end(), f.drafts.begin(), f.drafts.begin() + accepted);
-      kv_.cache_blocks(seq->id(), proposal_, seq->num_computed_tokens);
-    }
     if (!seq->in_static_batch) kv_.shrink(seq->id(), seq->num_computed_tokens + 1);  // a static member keeps its reservation
   }
   return accepted + 1;

@@ -3,21 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/enum_names.hpp"
+
 namespace conveyor {
 
-const char* to_string(spec_method m) {
-  switch (m) {
-    case spec_method::none: return "none";
-    case spec_method::ngram: return "ngram";
-  }
-  return "?";
-}
+namespace {
 
-std::optional<spec_method> parse_spec_method(const std::string& text) {
-  if (text == "none") return spec_method::none;
-  if (text == "ngram") return spec_method::ngram;
-  return std::nullopt;
-}
+constexpr auto spec_method_names = make_enum_names<spec_method>({{spec_method::none, "none"}, {spec_method::ngram, "ngram"}});
+
+} // namespace
+
+const char* to_string(spec_method m) { return spec_method_names.name(m); }
+
+std::optional<spec_method> parse_spec_method(const std::string& text) { return spec_method_names.parse(text); }
 
 std::string speculative_config::validate() const {
   if (num_speculative_tokens < 1 || num_speculative_tokens > 16)

@@ -54,7 +54,8 @@ struct speculative_config {
 };
 
 /// fixed_cost_tokens when neither the operator nor the executor sets one: a CPU step over a
-/// 135M-parameter model (step-bench: batch 1 about 11 ms, batch 8 about 27 ms).
+/// 135M-parameter model (docs/benchmarks.md, speculative decoding: step-bench batch 1 / 2 / 3 / 5
+/// / 8 = 13.1 / 17.3 / 19.3 / 27.0 / 33.2 ms, a line of about 10 + 2.9 per row, F about 3.5).
 inline constexpr double default_fixed_cost_tokens = 4.0;
 
 /// A sequence's record of its verified drafts: decayed counts of drafted tokens that were
