@@ -1,7 +1,8 @@
 // Pure interface. A constraint on what a sequence may generate (structured outputs: a JSON
 // schema, a regex, a grammar). The engine asks it for the tokens allowed next when it plans a
 // step that samples the sequence, and tells it each token drawn; the grammar engine behind it
-// lives outside engine/ (model/text/grammar.cpp, XGrammar). Used by one thread at a time.
+// lives outside engine/ (model/text/grammar.cpp, XGrammar). Used by one thread at a time: the
+// scheduler's between steps, the executor's during a step that samples the sequence.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,9 @@ public:
   virtual bool accept(token_id token) = 0;
   /// The constraint is complete and has taken its end token: nothing may follow.
   virtual bool terminated() const = 0;
+  /// Undoes the last `n` accepted tokens (speculative decoding: drafts are tried on the grammar,
+  /// then taken back). 0 <= n <= the tokens accepted so far.
+  virtual void rollback(int32_t n) = 0;
 };
 
 } // namespace conveyor

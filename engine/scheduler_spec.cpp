@@ -10,11 +10,10 @@
 namespace conveyor {
 
 // A decode of the sequence's newest token with nothing of it in flight, whose next tokens depend
-// on nothing but the logits: no grammar mask, no penalties, no prompt still to score.
+// on nothing but the logits and its grammar: no penalties, no prompt still to score.
 bool scheduler::may_draft(const sequence& seq, const chosen_seq& c) const {
   return seq.req.speculate && c.num_new == 1 && c.drafts.empty() && seq.num_pending_samples == 0 &&
-         seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.req.constraint && !seq.req.sampling.penalized() &&
-         !seq.scores_prompt();
+         seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.req.sampling.penalized() && !seq.scores_prompt();
 }
 
 void scheduler::add_drafts(int32_t& budget) {
@@ -34,7 +33,11 @@ void scheduler::add_drafts(int32_t& budget) {
     const int32_t room = std::min({spec.num_speculative_tokens, budget, seq.req.stop.max_tokens - seq.num_output_tokens() - 1,
                                    cfg_.max_model_len - seq.num_tokens() - 1});
     const int32_t want = draft_budget(seq.spec, room, threshold);
-    const int32_t n = want > 0 ? propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_) : 0;
+    int32_t n = want > 0 ? propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_) : 0;
+    if (n > 0 && seq.req.constraint) {
+      n = grammar_prefix(*seq.req.constraint, proposal_);  // the grammar's own prefix of it
+      proposal_.resize(static_cast<size_t>(n));
+    }
     if (n == 0) {
       ++seq.spec.idle_steps;
       continue;

@@ -65,4 +65,14 @@ int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t m
   return 0;
 }
 
+int32_t grammar_prefix(token_constraint& g, std::span<const token_id> drafts) {
+  int32_t n = 0;
+  for (token_id t : drafts) {
+    if (!g.accept(t)) break;
+    ++n;
+  }
+  g.rollback(n);
+  return n;
+}
+
 } // namespace conveyor

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/constraint.hpp"
 #include "engine/types.hpp"
 
 namespace conveyor {
@@ -93,5 +94,10 @@ double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t n
 /// number, 0 when nothing matched.
 int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
                       std::vector<token_id>& out);
+
+/// Structured outputs: how many of `drafts`, in order, the grammar takes. A draft it refuses
+/// could never stand (the verifying row's mask excludes it), and nothing follows a draft that
+/// completes it. The grammar is left as it was (the drafts are tried, then rolled back).
+int32_t grammar_prefix(token_constraint& g, std::span<const token_id> drafts);
 
 } // namespace conveyor

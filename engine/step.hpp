@@ -55,8 +55,10 @@ struct scheduled_seq {
   int32_t prompt_top = 0;
   /// Speculative decoding (engine/speculation.hpp): the last num_drafts tokens are proposed, not
   /// known. With `sample` set, the executor samples after each of the last num_drafts + 1 tokens,
-  /// each row with its own position's coin, as if every draft before it were accepted. Never
-  /// with a constraint or penalties (their masks and edits need the real tokens).
+  /// each row with its own position's coin, as if every draft before it were accepted; with a
+  /// constraint, each row's mask is the grammar's after the drafts before it (the executor
+  /// accepts them, fills the masks, then rolls them back; the engine proposes only drafts the
+  /// grammar takes). Never with penalties (their edits need the real token counts).
   int32_t num_drafts = 0;
 };
 

@@ -145,6 +145,9 @@ step_result cpu_executor::step(const step_plan& plan) {
 
   // Sampling is a pure function of (logits, params, seed, position): sequences in parallel, each
   // thread with its own scratch, results in plan order.
+  row_seqs_.clear();
+  for (const sampled_row& r : sampled) row_seqs_.push_back(r.seq);
+  fill_masks(row_seqs_);
   std::vector<sample_result> drawn(sampled.size());
   std::vector<std::vector<token_logprob>> tops(sampled.size());
   scratch_.resize(static_cast<size_t>(pool_.size()));
@@ -153,13 +156,8 @@ step_result cpu_executor::step(const step_plan& plan) {
     std::span<const float> lg(&logits_[static_cast<size_t>(k) * V], static_cast<size_t>(V));
     const int64_t position = sampled[static_cast<size_t>(k)].position;
     auto& scratch = scratch_[static_cast<size_t>(thread)];
-    // Structured outputs: the grammar's mask, filled here so that masks of many sequences are
-    // computed in parallel like the draws.
     std::span<const uint32_t> allowed;
-    if (s.constraint) {
-      s.constraint->fill_mask(scratch.mask);
-      allowed = scratch.mask;
-    }
+    if (s.constraint) allowed = masks_[static_cast<size_t>(k)];
     drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed, s.logit_edits);
     top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
@@ -174,6 +172,37 @@ step_result cpu_executor::step(const step_plan& plan) {
     r.sampled.push_back({sampled[k].seq->id, drawn[k].token, drawn[k].logprob, std::move(tops[k])});
   r.prompt_scores = score_prompts(plan);
   return r;
+}
+
+// Structured outputs: each sampled row's mask, filled before the draws (sequences in parallel).
+// A drafted sequence's rows follow its grammar through the drafts: row i's mask is the grammar's
+// after drafts 1..i, accepted one by one and then rolled back (the scheduler advances the grammar
+// with the tokens that stand). Rows past a draft the grammar refuses get an empty mask: they
+// cannot stand, since the row before them could not draw that draft.
+void cpu_executor::fill_masks(std::span<const scheduled_seq* const> row_seqs) {
+  masks_.resize(row_seqs.size());
+  std::vector<size_t> first;  // the first row of each constrained sequence
+  for (size_t k = 0; k < row_seqs.size(); k += static_cast<size_t>(row_seqs[k]->num_drafts) + 1)
+    if (row_seqs[k]->constraint) first.push_back(k);
+  const auto fill = [&](int64_t j, int32_t) {
+    const size_t k0 = first[static_cast<size_t>(j)];
+    const scheduled_seq& s = *row_seqs[k0];
+    token_constraint& g = *s.constraint;
+    const size_t first_draft = s.tokens.size() - static_cast<size_t>(s.num_drafts);
+    int32_t taken = 0;
+    for (int32_t i = 0; i <= s.num_drafts; ++i) {
+      std::vector<uint32_t>& mask = masks_[k0 + static_cast<size_t>(i)];
+      if (i > taken) {
+        mask.clear();
+        continue;
+      }
+      g.fill_mask(mask);
+      if (i < s.num_drafts && g.accept(s.tokens[first_draft + static_cast<size_t>(i)])) ++taken;
+    }
+    g.rollback(taken);
+  };
+  if (first.size() > 1) pool_.parallel_for(static_cast<int64_t>(first.size()), fill);
+  else if (!first.empty()) fill(0, 0);
 }
 
 // Prompt logprobs: the final norm and LM head over every row with a target, a few dozen rows at

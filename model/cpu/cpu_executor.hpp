@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ private:
   void ffn_block(int32_t layer);
   /// The prompt targets of the plan (scheduled_seq::prompt_targets), scored in plan order.
   std::vector<sampled_token> score_prompts(const step_plan& plan);
+  void fill_masks(std::span<const scheduled_seq* const> row_seqs);
   /// C(m, w.rows()) = A(m, w.k()) · W^T (+ C when accumulate).
   void project(const float* a, const qmatrix& w, float* c, int32_t m, bool accumulate);
 
@@ -94,6 +96,8 @@ private:
   std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
   std::vector<float> score_logits_;  // prompt rows' logits, kScoreRows at a time
   std::vector<sampler_scratch> scratch_;  // one per pool thread
+  std::vector<const scheduled_seq*> row_seqs_;    // the sequence of each sampled row
+  std::vector<std::vector<uint32_t>> masks_;      // each sampled row's grammar mask
 };
 
 } // namespace conveyor::model

@@ -28,7 +28,6 @@ double sample_coin(uint64_t seed, int64_t position);
 struct sampler_scratch {
   std::vector<std::pair<float, token_id>> cand;
   std::vector<float> prob;
-  std::vector<uint32_t> mask;  ///< a structured-output mask (filled by the caller)
   std::vector<float> edited;   ///< the row with logit edits applied
 };
 

@@ -39,6 +39,9 @@ public:
     }
   }
   bool terminated() const override { return m_.IsTerminated(); }
+  void rollback(int32_t n) override {
+    if (n > 0) m_.Rollback(n);  // unbounded in this XGrammar (max_rollback_tokens is unused)
+  }
 
 private:
   xgrammar::GrammarMatcher m_;

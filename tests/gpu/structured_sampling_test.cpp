@@ -28,6 +28,7 @@ struct fixed_constraint final : token_constraint {
   }
   bool accept(token_id) override { return true; }
   bool terminated() const override { return false; }
+  void rollback(int32_t) override {}
 };
 
 constexpr int32_t V = 512;  // tiny_config_b's vocabulary

@@ -2,8 +2,8 @@
 prompt lookup on; each job runs twice, once opted out (`speculate: false`), and its tokens, text,
 logprobs, alternatives, usage and finish reason must be identical, alone and in a batch of 32
 mixed jobs (greedy, seeded with top-p / top-k, stop strings, min_tokens, logit_bias, structured
-output). The server's counters must show drafts that stood, and the prompts are built so that
-they do (input-grounded rewrites)."""
+outputs: a JSON object, a JSON schema, a regex). The server's counters must show drafts that
+stood, and the prompts are built so that they do (input-grounded rewrites, an extraction)."""
 import concurrent.futures
 
 import pytest
@@ -18,7 +18,12 @@ PROMPTS = [
     "Copy the sentence: the quick brown fox jumps over the lazy dog. Copy: the quick brown fox",
     "List: apple, banana, cherry, apple, banana, cherry, apple, banana,",
     "Write a short poem about the sea.",
+    'Extract the fields as JSON. Text: "Mary Smith, born 1901 in Leeds, was a teacher." '
+    'JSON: {"name": "Mary Smith", "born": 1901, "city": "Leeds", "job": "teacher"}. '
+    'Text: "John Brown, born 1899 in York, was a baker." JSON:',
 ]
+RECORD = ('{"type":"object","properties":{"name":{"type":"string"},"born":{"type":"integer"},'
+          '"city":{"type":"string"},"job":{"type":"string"}},"required":["name","born","city","job"]}')
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +65,9 @@ JOB_PARAMS = [
     {"temperature": 0, "max_tokens": 64, "stop": ["river"], "min_tokens": 4},
     {"temperature": 0.8, "seed": 11, "max_tokens": 32, "logit_bias": {"28": 3.0}},
     {"temperature": 0, "max_tokens": 40, "response_format": {"type": "json_object"}},
+    {"temperature": 0.8, "seed": 5, "max_tokens": 48, "logprobs": True,
+     "response_format": {"type": "json_schema", "schema": RECORD}},
+    {"temperature": 0, "max_tokens": 40, "response_format": {"type": "regex", "pattern": "([a-z]+, )*[a-z]+"}},
 ]
 
 
@@ -80,6 +88,17 @@ def test_each_job_is_identical_with_and_without_speculation(spec_server):
         drafts, drafted, accepted = (a - b for a, b in zip(stats(c), before))
     assert drafts > 20 and accepted > 40, (drafts, drafted, accepted)
     assert accepted < drafted
+
+
+def test_structured_outputs_draft(spec_server):
+    """A grammar does not stop drafting: the extraction's JSON copies its prompt, under its schema."""
+    with spec_server.client() as c:
+        before = stats(c)
+        events = run(c, PROMPTS[-1], temperature=0, max_tokens=48,
+                     response_format={"type": "json_schema", "schema": RECORD})
+        drafts, drafted, accepted = (a - b for a, b in zip(stats(c), before))
+    assert events[-1]["kind"] == "done", events[-1]
+    assert drafts > 0 and accepted > 0, (drafts, drafted, accepted)
 
 
 def test_a_batch_of_32_mixed_jobs_is_identical(spec_server):

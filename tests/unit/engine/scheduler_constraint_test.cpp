@@ -23,6 +23,10 @@ struct counting_constraint final : token_constraint {
     return true;
   }
   bool terminated() const override { return ended; }
+  void rollback(int32_t n) override {
+    seen.resize(seen.size() - static_cast<size_t>(n));
+    ended = static_cast<int32_t>(seen.size()) >= length;
+  }
 };
 
 conveyor::scheduler make_scheduler(int32_t budget) {

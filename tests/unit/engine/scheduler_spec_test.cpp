@@ -2,7 +2,8 @@
 // workloads through kv_toy_executor (whose tokens are read back from the paged KV cache, so a
 // rejected draft left in the cache, a wrong num_computed_tokens or a rejected token in the
 // prefix cache all change the tokens): every job's events must be identical with speculation on
-// and off, synchronous and pipelined, under preemption, chunking, prefix caching and cancels.
+// and off, synchronous and pipelined, under preemption, chunking, prefix caching, cancels and
+// grammars (a toy one: drafts it refuses are cut, and it must see exactly the output tokens).
 #include <boost/test/unit_test.hpp>
 
 #include <map>
@@ -18,6 +19,24 @@ using namespace conveyor::test;
 namespace {
 
 int32_t pick(std::mt19937_64& rng, int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); }
+
+// Refuses one token; complete after `length` tokens. Records what it was made to accept.
+struct toy_grammar final : token_constraint {
+  token_id refused = 0;
+  int32_t length = 0;
+  std::vector<token_id> seen;
+  void fill_mask(std::vector<uint32_t>& mask) override { mask.assign(1, ~0u); }
+  bool accept(token_id t) override {
+    if (t == refused || terminated()) return false;
+    seen.push_back(t);
+    return true;
+  }
+  bool terminated() const override { return static_cast<int32_t>(seen.size()) >= length; }
+  void rollback(int32_t n) override {
+    BOOST_TEST_REQUIRE(n <= static_cast<int32_t>(seen.size()));
+    seen.resize(seen.size() - static_cast<size_t>(n));
+  }
+};
 
 struct job_log {
   std::vector<std::pair<token_id, float>> tokens;
@@ -79,6 +98,12 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
     r.stop.ignore_eos = pick(rng, 0, 1) == 1;
     r.priority = pick(rng, 0, 3);
     r.speculate = pick(rng, 0, 5) != 0;
+    if (pick(rng, 0, 3) == 0) {
+      auto g = std::make_shared<toy_grammar>();
+      g->refused = pick(rng, 10, 20);  // 15..20 never come: only the length ends it
+      g->length = pick(rng, 1, 30);
+      r.constraint = g;
+    }
     out.requests[id] = r;
   }
   seq_id next_id = 1;
@@ -115,6 +140,10 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
         BOOST_TEST(p.num_computed_tokens + static_cast<int32_t>(p.tokens.size()) < sched.max_model_len);
         const sequence* seq = s.find(p.id);
         BOOST_TEST(seq->num_output_tokens() + p.num_drafts + 1 <= r.stop.max_tokens);
+        if (const auto* g = dynamic_cast<const toy_grammar*>(r.constraint.get())) {  // only what it takes
+          for (size_t i = p.tokens.size() - static_cast<size_t>(p.num_drafts); i < p.tokens.size(); ++i) BOOST_TEST(p.tokens[i] != g->refused);
+          BOOST_TEST(static_cast<int32_t>(g->seen.size()) + p.num_drafts <= g->length);
+        }
       }
       if (!plan.seqs.empty()) {
         ex.submit(plan);
@@ -131,6 +160,15 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
   }
   BOOST_TEST(!s.has_unfinished());
   BOOST_TEST(s.kv().num_used_blocks() == 0);
+  // A grammar saw exactly the job's tokens (a draft tried and not rolled back would show).
+  for (const auto& [id, r] : out.requests) {
+    const auto* g = dynamic_cast<const toy_grammar*>(r.constraint.get());
+    if (g == nullptr) continue;
+    std::vector<token_id> ids;
+    for (const auto& [t, lp] : out.jobs[id].tokens) ids.push_back(t);
+    if (!ids.empty() && ids.back() == g->refused) ids.pop_back();
+    BOOST_TEST((g->seen == ids), "job " << id << ": the grammar saw other tokens than the output");
+  }
   out.stats = s.stats();
   // Static batch members reserve their whole life: drafts never make them short of blocks.
   if (sched.batching == batching_mode::static_batch) BOOST_TEST(out.stats.num_preemptions == 0);
@@ -167,6 +205,21 @@ BOOST_AUTO_TEST_CASE(prompt_lookup_proposes_what_followed_the_newest_ngram) {
   BOOST_TEST(out.empty());
   BOOST_TEST(propose_ngram(std::vector<token_id>{7}, 1, 3, 4, out) == 0);
   BOOST_TEST(propose_ngram(t, 2, 2, 0, out) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_grammar_cuts_the_proposal_and_is_left_as_it_was) {
+  toy_grammar g;
+  g.refused = 13;
+  g.length = 10;
+  g.seen = {5};
+  BOOST_TEST(grammar_prefix(g, std::vector<token_id>{6, 7, 13, 8}) == 2);  // refused at 13
+  BOOST_TEST((g.seen == std::vector<token_id>{5}));
+  BOOST_TEST(grammar_prefix(g, std::vector<token_id>{6, 7, 8}) == 3);
+  g.length = 3;  // complete after two more: nothing follows the draft that completes it
+  BOOST_TEST(grammar_prefix(g, std::vector<token_id>{6, 7, 8}) == 2);
+  BOOST_TEST((g.seen == std::vector<token_id>{5}));
+  BOOST_TEST(grammar_prefix(g, std::vector<token_id>{13}) == 0);
+  BOOST_TEST(grammar_prefix(g, std::vector<token_id>{}) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(drafts_follow_the_record_and_stop_when_the_step_is_compute_bound) {
@@ -236,7 +289,7 @@ BOOST_AUTO_TEST_CASE(random_workloads_are_identical_with_speculation_on_and_off)
             std::vector<token_id> ids;
             for (const auto& [t, lp] : b.tokens) ids.push_back(t);
             const request ref_req = r.stop.min_tokens > 0 ? request{} : r;  // reference_stream ignores min_tokens
-            if (r.stop.min_tokens == 0 && r.stop.stop_token_ids.empty())
+            if (r.stop.min_tokens == 0 && r.stop.stop_token_ids.empty() && !r.constraint)
               BOOST_TEST((ids == reference_stream(ref_req, on.max_model_len, toy_copy_next_token)), "not the reference stream");
           }
         }

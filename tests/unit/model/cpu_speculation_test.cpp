@@ -1,15 +1,19 @@
 // Speculative decoding on the CPU executor changes nothing but the speed: the real scheduler and
 // the real executor, each job's tokens, logprobs, alternatives and finish reason identical with
 // n-gram drafting on and off, greedy and seeded (temperature 0.8 with top-p / top-k), with
-// logit_bias and penalties, alone and in a batch of 32 mixed jobs, on random-weight models of
-// every architecture (both numerics) and on SmolLM2.
+// logit_bias and penalties, with structured outputs (XGrammar: regexes, JSON objects, a JSON
+// schema), alone and in a batch of 32 mixed jobs, on random-weight models of every architecture
+// (both numerics) and on SmolLM2.
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <map>
 
 #include "engine/scheduler.hpp"
 #include "model/cpu/cpu_executor.hpp"
 #include "model/formats/gguf.hpp"
+#include "model/text/grammar.hpp"
+#include "model/text/tokenizer.hpp"
 #include "model_files.hpp"
 #include "tiny_model.hpp"
 
@@ -99,8 +103,12 @@ std::vector<request> mixed_jobs(int32_t n, int32_t vocab, int32_t max_tokens) {
   return jobs;
 }
 
-void check_equal(executor& ex, const std::vector<request>& jobs, int32_t max_num_seqs, int64_t& accepted) {
-  const run_out off = run_jobs(ex, jobs, false, max_num_seqs), on = run_jobs(ex, jobs, true, max_num_seqs);
+// Jobs made afresh for each run: a grammar is the state of its job.
+using job_maker = std::function<std::vector<request>()>;
+
+void check_equal(executor& ex, const job_maker& make, int32_t max_num_seqs, int64_t& accepted) {
+  const std::vector<request> jobs = make();
+  const run_out off = run_jobs(ex, jobs, false, max_num_seqs), on = run_jobs(ex, make(), true, max_num_seqs);
   BOOST_TEST(off.stats.num_spec_drafts == 0);
   for (const request& r : jobs) {
     BOOST_TEST_CONTEXT("job " << r.id) {
@@ -110,6 +118,33 @@ void check_equal(executor& ex, const std::vector<request>& jobs, int32_t max_num
     }
   }
   accepted += on.stats.num_spec_accepted_tokens;
+}
+
+void check_equal(executor& ex, const std::vector<request>& jobs, int32_t max_num_seqs, int64_t& accepted) {
+  check_equal(ex, [&] { return jobs; }, max_num_seqs, accepted);
+}
+
+// mixed_jobs with grammars on two of every three, whose prompts hold text the grammar allows (so
+// that lookups propose it): ab-words, dashed digits, JSON objects, a JSON schema's records.
+std::vector<request> constrained_jobs(const grammar_compiler& gc, const tokenizer& tok, int32_t n, int32_t max_tokens) {
+  const std::string record = R"({"name":"ab","tags":["x","y"],"n":12})";
+  const std::pair<grammar_kind, std::string> grammars[] = {
+      {grammar_kind::regex, "(ab|ba|abc|cab)( (ab|ba|abc|cab))*"},
+      {grammar_kind::json_object, ""},
+      {grammar_kind::json_schema, R"({"type":"object","properties":{"name":{"type":"string"},)"
+                                  R"("tags":{"type":"array","items":{"enum":["x","y"]}},"n":{"type":"integer"}},)"
+                                  R"("required":["name","tags","n"],"additionalProperties":false})"},
+      {grammar_kind::regex, "[0-9]{3}(-[0-9]{3})+"},
+  };
+  const std::string text = "ab ba abc cab ab 123-456-789 " + record + " ab";  // short: tiny models hold 128
+  std::vector<request> jobs = mixed_jobs(n, tok.vocab_size(), max_tokens);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (i % 3 == 2) continue;
+    const auto& [kind, spec] = grammars[(i / 3 + i) % 4];
+    jobs[i].constraint = gc.constrain(kind, spec);
+    jobs[i].prompt_token_ids = tok.encode(text.substr(i % 7), false);
+  }
+  return jobs;
 }
 
 cpu_executor_options options(cpu_math math) {
@@ -156,6 +191,31 @@ BOOST_AUTO_TEST_CASE(smollm2_gives_the_same_output_with_drafts) {
   check_equal(ex, mixed_jobs(32, 4000, 24), 32, accepted);
   BOOST_TEST_MESSAGE("drafted tokens accepted: " << accepted);
   BOOST_TEST(accepted > 20);
+}
+
+BOOST_AUTO_TEST_CASE(structured_outputs_give_the_same_output_with_drafts) {
+  int64_t accepted = 0, accepted_constrained = 0;
+  const auto check = [&](const gguf_file& f, cpu_math math, int32_t max_tokens) {
+    const tokenizer tok = tokenizer::from_gguf(f);
+    cpu_executor ex(f, options(math));
+    const grammar_compiler gc(tok, ex.info().vocab_size);
+    for (int32_t i = 0; i < 6; ++i)  // alone; jobs 2 and 5 have no grammar
+      check_equal(ex, [&] { return std::vector<request>{constrained_jobs(gc, tok, 6, max_tokens)[static_cast<size_t>(i)]}; }, 1,
+                  i % 3 == 2 ? accepted : accepted_constrained);
+    check_equal(ex, [&] { return constrained_jobs(gc, tok, 32, max_tokens); }, 32, accepted);  // a batch of 32
+  };
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "config-b"}) {
+    tiny_llama_spec spec = arch == "config-b" ? tiny_config_b() : tiny_config_a();
+    if (arch != "config-b") spec.arch = arch;
+    const std::string path = testing::temp_path("spec-grammar-" + arch + ".gguf");
+    write_tiny_llama(path, spec);
+    auto f = gguf_file::open(path);
+    for (cpu_math math : {cpu_math::fast, cpu_math::exact})
+      BOOST_TEST_CONTEXT(arch << " " << to_string(math)) { check(f, math, 40); }
+  }
+  BOOST_TEST_CONTEXT("SmolLM2") { check(gguf_file::open(testing::smollm2_path()), cpu_math::fast, 48); }
+  BOOST_TEST_MESSAGE("drafted tokens accepted: " << accepted << ", by constrained jobs alone: " << accepted_constrained);
+  BOOST_TEST(accepted_constrained > 100);  // grammars did draft, and drafts stood
 }
 
 BOOST_AUTO_TEST_SUITE_END()
