@@ -263,17 +263,28 @@ void cpu_executor::attention_block(int32_t l) {
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.resize(static_cast<size_t>(T) * nq);
-  // A work item is a token's query heads of one kv head, which share every K and V row read;
-  // with few tokens, one query head each, so that both threads have work (same results).
-  const int32_t heads = int64_t{T} * cfg_.n_head_kv >= 4 * int64_t{pool_.size()} ? group : 1;
+  // A work item is a run of up to `run` consecutive rows of one sequence (a prompt chunk, a
+  // decode with drafts) and the query heads of one kv head: every K and V row it reads is widened
+  // once for all of them. With few rows, one row and one query head each, so that every thread
+  // has work. A row's result does not depend on the grouping.
+  const int64_t threads = pool_.size();
+  int32_t heads = group, run = 1;
+  if (int64_t{T} * cfg_.n_head_kv < 4 * threads) heads = 1;
+  else run = static_cast<int32_t>(std::clamp<int64_t>(int64_t{T} * cfg_.n_head_kv / (4 * threads), 1, 16));
+  runs_.clear();
+  for (int32_t t = 0; t < T; ++t) {
+    if (t > 0 && runs_.back().second < run && table_[t] == table_[t - 1] && pos_[t] == pos_[t - 1] + 1) ++runs_.back().second;
+    else runs_.emplace_back(t, 1);
+  }
   const int32_t items = cfg_.n_head / heads;
-  const size_t per_thread = static_cast<size_t>(heads) * (max_pos + 1);
+  const size_t per_thread = static_cast<size_t>(heads) * run * (max_pos + 1);
   scores_.resize(static_cast<size_t>(pool_.size()) * per_thread);
-  pool_.parallel_for(int64_t{T} * items, [&](int64_t ti, int32_t thread) {
-    const int32_t t = static_cast<int32_t>(ti / items), h = static_cast<int32_t>(ti % items) * heads;
+  pool_.parallel_for(static_cast<int64_t>(runs_.size()) * items, [&](int64_t ri, int32_t thread) {
+    const auto [t, n] = runs_[static_cast<size_t>(ri / items)];
+    const int32_t h = static_cast<int32_t>(ri % items) * heads;
     float* sc = &scores_[static_cast<size_t>(thread) * per_thread];
-    kv_->attend(l, table_[t], pos_[t], h / group, heads, &qkv_[static_cast<size_t>(t) * width + h * hd], scale,
-                &attn_[static_cast<size_t>(t) * nq + h * hd], sc, match_llama_cpp_);
+    kv_->attend(l, table_[t], pos_[t], n, h / group, heads, &qkv_[static_cast<size_t>(t) * width + h * hd], width, scale,
+                &attn_[static_cast<size_t>(t) * nq + h * hd], nq, sc, match_llama_cpp_);
   });
   project(attn_.data(), L.wo, x_.data(), T, true);  // x += attn · Wo^T
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/executor.hpp"
@@ -97,6 +98,7 @@ private:
   std::vector<float> score_logits_;  // prompt rows' logits, kScoreRows at a time
   std::vector<sampler_scratch> scratch_;  // one per pool thread
   std::vector<const scheduled_seq*> row_seqs_;    // the sequence of each sampled row
+  std::vector<std::pair<int32_t, int32_t>> runs_;  // attention: (first row, rows) of one sequence
   std::vector<std::vector<uint32_t>> masks_;      // each sampled row's grammar mask
 };
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "model/formats/dequant.hpp"
@@ -11,8 +14,8 @@
 namespace conveyor::model {
 namespace {
 
-constexpr int32_t max_heads = 16;       // query heads one attend call handles at once
-constexpr int32_t max_q_floats = 4096;  // its fp16-rounded queries live on the stack
+constexpr int32_t max_queries = 32;     // queries (rows x heads) one attend_rows call handles at once
+constexpr int32_t max_q_floats = 4096;  // its (fp16-rounded) queries live on the stack
 
 // Eight cached values as floats: f32 as is, f16 widened by F16C (exact). And one.
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -138,46 +141,102 @@ void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, flo
     for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], load1(vb + r * stride + d), out[d]);
 }
 
-// paged_kv::attend for n_q <= one call's heads over one layer's K and V (k, v: its block 0, slot
-// 0; block b starts per_block values further on).
+// Rows [x0, x0 + len) of one block's K or V for one kv head as f32 rows `hd` apart: f32 storage
+// is read where it is, f16 is widened once into `buf` (F16C, exact) for every query that reads it.
 template <class T>
-void attend_heads(const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs, const block_id* table,
-                  int32_t pos, int32_t kv_head, int32_t n_q, const float* q, float scale, float* out, float* scores,
-                  bool fp16_inputs) {
-  const int32_t n = pos + 1;
-  float qr[max_q_floats];
-  if (fp16_inputs && n_q * hd <= max_q_floats) {
-    for (int32_t d = 0; d < n_q * hd; ++d) qr[d] = fp16_to_fp32(fp32_to_fp16(q[d]));
-    q = qr;
+const float* widen_rows(const T* src, int64_t row, int32_t len, int32_t hd, float* buf, int64_t& stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    stride = row;
+    return src;
+  } else {
+    for (int32_t x = 0; x < len; ++x) {
+      const T* r = src + x * row;
+      float* o = buf + int64_t{x} * hd;
+      int32_t d = 0;
+      for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, load8(r + d));
+      for (; d < hd; ++d) o[d] = load1(r + d);
+    }
+    stride = hd;
+    return buf;
   }
+}
+
+// paged_kv::attend for n_rows * n_q <= one call's queries over one layer's K and V (k, v: its
+// block 0, slot 0; block b starts per_block values further on). Query (r, i): row r (position
+// pos0 + r, causal over 0..pos0 + r) and head i. With several queries, each block's f16 rows are
+// widened once for all of them; a query's operations, in order, are those of the query alone.
+template <class T>
+void attend_rows(const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs, const block_id* table,
+                 int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q, const float* q, int64_t q_stride,
+                 float scale, float* out, int64_t out_stride, float* scores, bool fp16_inputs) {
+  const int32_t n_max = pos0 + n_rows;
+  float qr[max_q_floats];  // the queries, contiguous (rounded to fp16 when asked: F16C, nearest even)
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const float* src = q + r * q_stride;
+    float* dst = qr + int64_t{r} * n_q * hd;
+    int32_t d = 0;
+    for (; fp16_inputs && d + 8 <= n_q * hd; d += 8)
+      _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    for (; d < n_q * hd; ++d) dst[d] = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(src[d])) : src[d];
+  }
+  const bool widen = !std::is_same_v<T, float> && n_rows * n_q > 1;
+  thread_local std::vector<float> buf;
+  if (widen && buf.size() < static_cast<size_t>(bs) * hd) buf.resize(static_cast<size_t>(bs) * hd);
   const int64_t kv_off = int64_t{kv_head} * hd;
-  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every head.
-  for (int32_t j0 = 0; j0 < n; j0 += bs) {
-    const T* kb = k + table[j0 / bs] * per_block + kv_off;
-    const int32_t len = std::min(bs, n - j0);
-    for (int32_t i = 0; i < n_q; ++i) {
-      float* s = scores + int64_t{i} * n + j0;
-      for (int32_t r = 0; r < len; r += 4) {
-        const T* rows[4];
-        for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(r + u, len - 1) * row;  // pad: repeat the last row
-        if (r + 4 <= len) {
-          dot4(q + int64_t{i} * hd, rows, hd, scale, s + r);
-        } else {
-          float s4[4];
-          dot4(q + int64_t{i} * hd, rows, hd, scale, s4);
-          std::copy_n(s4, len - r, s + r);
+  const auto query = [&](int32_t r, int32_t i) { return int64_t{r} * n_q + i; };
+  // Scores of every query against one block's rows (f16 or widened f32, `stride` apart).
+  const auto score_block = [&](const auto* kb, int64_t stride, int32_t j0) {
+    using R = std::remove_cv_t<std::remove_pointer_t<decltype(kb)>>;
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const int32_t len = std::min(bs, pos0 + r + 1 - j0);
+      for (int32_t i = 0; len > 0 && i < n_q; ++i) {
+        const float* qi = qr + query(r, i) * hd;
+        float* s = scores + query(r, i) * n_max + j0;
+        for (int32_t x = 0; x < len; x += 4) {
+          const R* rows[4];
+          for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(x + u, len - 1) * stride;  // pad: repeat the last row
+          if (x + 4 <= len) {
+            dot4(qi, rows, hd, scale, s + x);
+          } else {
+            float s4[4];
+            dot4(qi, rows, hd, scale, s4);
+            std::copy_n(s4, len - x, s + x);
+          }
         }
       }
     }
+  };
+  const auto pv_block = [&](const auto* vb, int64_t stride, int32_t j0) {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const int32_t len = std::min(bs, pos0 + r + 1 - j0);
+      for (int32_t i = 0; len > 0 && i < n_q; ++i)
+        accumulate_pv(scores + query(r, i) * n_max + j0, vb, stride, len, out + r * out_stride + int64_t{i} * hd, hd);
+    }
+  };
+  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every query.
+  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
+    const T* kb = k + table[j0 / bs] * per_block + kv_off;
+    if (widen) {
+      int64_t stride = 0;
+      const float* wide = widen_rows(kb, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
+      score_block(wide, stride, j0);
+    } else {
+      score_block(kb, row, j0);
+    }
   }
-  for (int32_t i = 0; i < n_q; ++i) softmax(scores + int64_t{i} * n, n, fp16_inputs);
+  for (int32_t r = 0; r < n_rows; ++r)
+    for (int32_t i = 0; i < n_q; ++i) softmax(scores + query(r, i) * n_max, pos0 + r + 1, fp16_inputs);
   // out = P · V, block by block, likewise.
-  std::fill(out, out + int64_t{n_q} * hd, 0.0f);
-  for (int32_t j0 = 0; j0 < n; j0 += bs) {
+  for (int32_t r = 0; r < n_rows; ++r) std::fill_n(out + r * out_stride, n_q * hd, 0.0f);
+  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
     const T* vb = v + table[j0 / bs] * per_block + kv_off;
-    const int32_t len = std::min(bs, n - j0);
-    for (int32_t i = 0; i < n_q; ++i)
-      accumulate_pv(scores + int64_t{i} * n + j0, vb, row, len, out + int64_t{i} * hd, hd);
+    if (widen) {
+      int64_t stride = 0;
+      const float* wide = widen_rows(vb, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
+      pv_block(wide, stride, j0);
+    } else {
+      pv_block(vb, row, j0);
+    }
   }
 }
 
@@ -187,6 +246,8 @@ paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int3
                    kv_storage s)
     : storage_(s), num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
       row_(int64_t{n_head_kv} * head_dim) {
+  if (head_dim < 1 || head_dim > max_q_floats)
+    throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is outside [1, " + std::to_string(max_q_floats) + "]");
   const size_t n = static_cast<size_t>(n_layer) * num_blocks * block_size * row_;
   if (s == kv_storage::f16) {
     k16_ = lazy_array<uint16_t>(n);
@@ -237,21 +298,33 @@ void paged_kv::load(int32_t layer, block_id b, int32_t slot, float* k, float* v)
 
 void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
                       float scale, float* out, float* scores, bool fp16_inputs) const {
+  attend(layer, table, pos, 1, kv_head, n_q, q, 0, scale, out, 0, scores, fp16_inputs);
+}
+
+void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
+                      const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, float* scores,
+                      bool fp16_inputs) const {
   const int32_t hd = head_dim_;
-  const int32_t chunk = std::max(1, std::min(max_heads, max_q_floats / hd));
-  if (n_q > chunk) {  // a head's result does not depend on n_q, so split
+  const int32_t chunk = std::min(max_queries, max_q_floats / hd);  // queries one call takes
+  if (n_q > chunk) {  // a head's result depends neither on n_q nor on n_rows, so split
     for (int32_t i = 0; i < n_q; i += chunk)
-      attend(layer, table, pos, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, scale, out + int64_t{i} * hd,
-             scores, fp16_inputs);
+      attend(layer, table, pos0, n_rows, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, q_stride, scale,
+             out + int64_t{i} * hd, out_stride, scores, fp16_inputs);
     return;
   }
+  const int32_t rows = std::max(1, chunk / n_q);
   const int64_t base = offset(layer, 0, 0), per_block = int64_t{block_size_} * row_;
-  if (storage_ == kv_storage::f16)
-    attend_heads(k16_.data() + base, v16_.data() + base, per_block, row_, hd, block_size_, table, pos, kv_head, n_q, q,
-                 scale, out, scores, fp16_inputs);
-  else
-    attend_heads(k32_.data() + base, v32_.data() + base, per_block, row_, hd, block_size_, table, pos, kv_head, n_q, q,
-                 scale, out, scores, fp16_inputs);
+  for (int32_t r = 0; r < n_rows; r += rows) {
+    const int32_t n = std::min(rows, n_rows - r);
+    const float* qr = q + r * q_stride;
+    float* o = out + r * out_stride;
+    if (storage_ == kv_storage::f16)
+      attend_rows(k16_.data() + base, v16_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n, kv_head,
+                  n_q, qr, q_stride, scale, o, out_stride, scores, fp16_inputs);
+    else
+      attend_rows(k32_.data() + base, v32_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n, kv_head,
+                  n_q, qr, q_stride, scale, o, out_stride, scores, fp16_inputs);
+  }
 }
 
 } // namespace conveyor::model

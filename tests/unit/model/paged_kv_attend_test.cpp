@@ -1,8 +1,8 @@
 // paged_kv::attend (AVX2 dots, GQA heads sharing each K/V row, block-wise walk) against a
 // straightforward double reference on random data: head sizes with and without a vector tail,
 // block sizes that do and do not divide the context, a shuffled block table, the fp16-inputs
-// path, and bit-identical results for a head whether it is attended alone or in a group; all for
-// both storages. The f16 storage against the f32 one holding the same values (bit for bit), store /
+// path, and bit-identical results for a head whether it is attended alone or in a group, and for
+// a row alone or with the rows after it; all for both storages. The f16 storage against the f32 one holding the same values (bit for bit), store /
 // load round trips, and the pool's size.
 #include <boost/test/unit_test.hpp>
 
@@ -128,6 +128,38 @@ BOOST_AUTO_TEST_CASE(a_head_gives_the_same_bits_alone_or_grouped) {
                        &alone[static_cast<size_t>(i * hd)], scores.data(), f16);
         BOOST_TEST(grouped == alone, name(st) << " n_q " << n_q << " f16 " << f16);
       }
+}
+
+// Several consecutive rows of one sequence in one call (a prompt chunk, a decode with drafts):
+// each row's heads bit for bit those of the row attended alone; rows crossing block ends, more
+// queries than one call takes (split), strided queries and results, both storages, fp16 inputs.
+BOOST_AUTO_TEST_CASE(rows_give_the_same_bits_together_or_alone) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int32_t bs : {16, 5})
+    for (int32_t hd : {64, 24})
+      for (int32_t n_q : {1, 3})
+        for (int32_t n_rows : {1, 2, 7, 12})
+          for (int32_t pos0 : {0, 3, 14, 40})
+            for (bool f16 : {false, true})
+              for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+                fixture fx(bs, hd, pos0 + n_rows, rng, st);
+                const int32_t q_stride = n_q * hd + 5, out_stride = n_q * hd + 3, kvh = 1;
+                std::vector<float> q(static_cast<size_t>(n_rows * q_stride)), together(static_cast<size_t>(n_rows * out_stride), NAN);
+                for (float& x : q) x = g(rng);
+                std::vector<float> scores(static_cast<size_t>(n_rows * n_q * (pos0 + n_rows)));
+                fx.kv.attend(1, fx.table.data(), pos0, n_rows, kvh, n_q, q.data(), q_stride, 0.3f, together.data(), out_stride,
+                             scores.data(), f16);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                  std::vector<float> alone(static_cast<size_t>(n_q * hd));
+                  fx.kv.attend(1, fx.table.data(), pos0 + r, kvh, n_q, &q[static_cast<size_t>(r * q_stride)], 0.3f, alone.data(),
+                               scores.data(), f16);
+                  const float* t = &together[static_cast<size_t>(r * out_stride)];
+                  BOOST_TEST(std::memcmp(t, alone.data(), alone.size() * sizeof(float)) == 0,
+                             name(st) << " bs " << bs << " hd " << hd << " n_q " << n_q << " rows " << n_rows << " pos0 " << pos0
+                                      << " f16 " << f16 << " row " << r);
+                }
+              }
 }
 
 // The same fp16 values in both storages: every attend result bit for bit the same, for head sizes
