@@ -37,7 +37,11 @@ std::string scheduler_config::validate() const {
   if (max_num_queued_tokens && *max_num_queued_tokens < 1)
     return "max_num_queued_tokens is " + std::to_string(*max_num_queued_tokens) +
            "; set it to 1 or more, or leave it unset for an unbounded queue";
-  if (speculative.enabled()) return speculative.validate();
+  if (speculative.enabled()) {
+    if (auto e = speculative.validate(); !e.empty()) return e;
+    if (speculative.method == spec_method::draft_model && !speculative.draft)
+      return "speculative method draft_model: the draft model '" + speculative.model + "' is not loaded";
+  }
   return {};
 }
 

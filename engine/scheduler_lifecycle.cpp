@@ -91,6 +91,7 @@ void scheduler::remove_live(sequence* seq, finish_reason reason) {
 
 void scheduler::retire(sequence* seq, finish_reason reason) {
   kv_.free(seq->id());
+  if (cfg_.speculative.draft) cfg_.speculative.draft->release(seq->id());
   if (seq->req.deadline_s) deadlines_.erase({*seq->req.deadline_s, seq->id()});
   if (seq->in_static_batch) --static_batch_size_;
   seq->status = seq_status::finished;

@@ -33,7 +33,13 @@ void scheduler::add_drafts(int32_t& budget) {
     const int32_t room = std::min({spec.num_speculative_tokens, budget, seq.req.stop.max_tokens - seq.num_output_tokens() - 1,
                                    cfg_.max_model_len - seq.num_tokens() - 1});
     const int32_t want = draft_budget(seq.spec, room, threshold);
-    int32_t n = want > 0 ? propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_) : 0;
+    int32_t n = 0;
+    if (want > 0 && spec.method == spec_method::draft_model) {
+      n = std::min(want, spec.draft->propose(seq.id(), seq.tokens, want, proposal_));
+      proposal_.resize(static_cast<size_t>(std::max(n, 0)));
+    } else if (want > 0) {
+      n = propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_);
+    }
     if (n > 0 && seq.req.constraint) {
       n = grammar_prefix(*seq.req.constraint, proposal_);  // the grammar's own prefix of it
       proposal_.resize(static_cast<size_t>(n));

@@ -9,7 +9,8 @@ namespace conveyor {
 
 namespace {
 
-constexpr auto spec_method_names = make_enum_names<spec_method>({{spec_method::none, "none"}, {spec_method::ngram, "ngram"}});
+constexpr auto spec_method_names = make_enum_names<spec_method>(
+    {{spec_method::none, "none"}, {spec_method::ngram, "ngram"}, {spec_method::draft_model, "draft_model"}});
 
 } // namespace
 
@@ -23,6 +24,10 @@ std::string speculative_config::validate() const {
   if (prompt_lookup_min < 1 || prompt_lookup_max > 16 || prompt_lookup_min > prompt_lookup_max)
     return "speculative prompt_lookup_min = " + std::to_string(prompt_lookup_min) + ", prompt_lookup_max = " +
            std::to_string(prompt_lookup_max) + ": need 1 <= prompt_lookup_min <= prompt_lookup_max <= 16";
+  if (method == spec_method::draft_model && model.empty())
+    return "speculative method draft_model needs model: the draft model's GGUF file (same vocabulary, fewer parameters)";
+  if (method != spec_method::draft_model && !model.empty())
+    return std::string("speculative model '") + model + "' is only for method draft_model (method is " + to_string(method) + ")";
   if (!(fixed_cost_tokens >= 0.0) || !std::isfinite(fixed_cost_tokens))
     return "speculative fixed_cost_tokens = " + std::to_string(fixed_cost_tokens) + ": must be >= 0 (0: the executor's estimate)";
   return {};

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,20 @@ enum class spec_method {
   /// Prompt lookup: the sequence's newest n-gram, found earlier in prompt + output, proposes
   /// the tokens that followed it there.
   ngram,
+  /// A second, smaller model with the same vocabulary drafts greedily (draft_proposer).
+  draft_model,
+};
+
+/// The draft model behind spec_method::draft_model, implemented outside engine/
+/// (model/cpu/draft_model.hpp). Used by the scheduler's thread only.
+class draft_proposer {
+public:
+  virtual ~draft_proposer() = default;
+  /// Up to `k` tokens the draft model expects after `tokens` (a sequence's prompt and output so
+  /// far), written to `out` (cleared); returns their number (0: none, e.g. its memory is full).
+  virtual int32_t propose(seq_id id, std::span<const token_id> tokens, int32_t k, std::vector<token_id>& out) = 0;
+  /// The sequence has ended: whatever the proposer keeps for it may go (the id may come back).
+  virtual void release(seq_id id) = 0;
 };
 
 const char* to_string(spec_method m);
@@ -48,6 +63,10 @@ struct speculative_config {
   /// compute-bound (see draft_budget). Set at start-up from the executor (0: the executor's
   /// estimate), > 0 when set.
   double fixed_cost_tokens = 0.0;
+  /// draft_model: the draft model's file or name (as --model takes), and the proposer loaded
+  /// from it at start-up (null until then; the scheduler needs it).
+  std::string model;
+  std::shared_ptr<draft_proposer> draft;
 
   bool enabled() const { return method != spec_method::none; }
   /// "" when valid, else a message naming the field, its value and the allowed range.

@@ -1,5 +1,6 @@
 #include "serve/server.hpp"
 
+#include "model/cpu/draft_model.hpp"
 #include "model/formats/llama_config.hpp"
 #include "model/formats/weight_check.hpp"
 #include "model/model_path.hpp"
@@ -8,6 +9,11 @@ namespace conveyor::serve {
 
 sizing_verdict check_sizing(const serve_options& o, const runtime_options& ro, const executor_info& info) {
   sizing_verdict v;
+  if (ro.sched.speculative.enabled() && !info.verifies_drafts) {
+    v.error = "speculative_config: the " + info.device + " executor does not verify drafts; serve with --device cpu, or leave " +
+              "--speculative-config out (or set '{\"method\": \"none\"}')";
+    return v;
+  }
   if (auto err = validate_engine_config(ro.sched, ro.cache, info.num_kv_blocks); !err.empty()) {
     v.error = err;
     return v;
@@ -18,11 +24,6 @@ sizing_verdict check_sizing(const serve_options& o, const runtime_options& ro, c
     v.error = "max_model_len " + std::to_string(o.max_model_len) + " is more than this model's context of " +
               std::to_string(info.max_model_len) + " tokens; HINT: set --max-model-len " + std::to_string(info.max_model_len) +
               " or less (0: the model's context)";
-    return v;
-  }
-  if (ro.sched.speculative.enabled() && !info.verifies_drafts) {
-    v.error = "speculative_config: the " + info.device + " executor does not verify drafts; serve with --device cpu, or leave " +
-              "--speculative-config out (or set '{\"method\": \"none\"}')";
     return v;
   }
   constexpr int32_t min_useful = 64;
@@ -46,6 +47,35 @@ sizing_verdict check_sizing(const serve_options& o, const runtime_options& ro, c
                          std::to_string(pool) + " tokens): one long job can hold most of the pool while others wait; raise "
                          "kv_cache_bytes or lower max_model_len");
   return v;
+}
+
+// speculative_config.model: opened, checked against the model's vocabulary token by token, and
+// run by its own CPU executor with a KV pool of the model's size plus a block per sequence.
+std::shared_ptr<draft_proposer> load_draft_model(const std::string& name, const model::tokenizer& tok, const executor_info& info,
+                                                 const serve_options& o) {
+  const std::string where = "speculative_config.model '" + name + "': ";
+  auto file = std::make_unique<model::gguf_file>(model::open_model(model::resolve_model(name)));
+  (void)model::llama_config::from_gguf(*file);
+  model::check_weights_finite(*file);
+  const model::tokenizer draft_tok = model::tokenizer::from_gguf(*file);
+  if (draft_tok.vocab_size() != tok.vocab_size())
+    throw startup_error(where + "its tokenizer has " + std::to_string(draft_tok.vocab_size()) + " tokens, the model's " +
+                        std::to_string(tok.vocab_size()) + "; a draft model must share the model's vocabulary");
+  for (int32_t i = 0; i < tok.vocab_size(); ++i)
+    if (draft_tok.piece(i, true) != tok.piece(i, true))
+      throw startup_error(where + "its token " + std::to_string(i) + " is '" + draft_tok.piece(i, true) + "', the model's '" +
+                          tok.piece(i, true) + "'; a draft model must share the model's vocabulary");
+  model::draft_model_options d;
+  d.vocab_size = info.vocab_size;
+  d.block_size = info.block_size;
+  d.num_kv_blocks = info.num_kv_blocks + o.max_num_seqs * (1 + 16 / info.block_size);  // + room for 16 drafts each
+  d.threads = o.threads;
+  d.math = model::parse_cpu_math(o.cpu_math);
+  try {
+    return std::make_shared<model::cpu_draft_proposer>(std::move(file), d);
+  } catch (const model::model_error& e) {
+    throw startup_error(where + e.what());
+  }
 }
 
 std::unique_ptr<server> start_server(const serve_options& o) {
@@ -74,6 +104,8 @@ std::unique_ptr<server> start_server(const serve_options& o) {
   s->options = o.runtime(s->info, s->file->path());
   s->options.journal = s->journal;
   s->options.api_keys = s->keys;
+  if (s->options.sched.speculative.method == spec_method::draft_model && s->info.verifies_drafts)
+    s->options.sched.speculative.draft = load_draft_model(s->options.sched.speculative.model, *s->tok, s->info, o);
   sizing_verdict v = check_sizing(o, s->options, s->info);
   if (!v.error.empty()) throw startup_error(v.error);
   s->warnings.insert(s->warnings.end(), v.warnings.begin(), v.warnings.end());

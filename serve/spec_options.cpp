@@ -23,11 +23,9 @@ std::string parse_speculative_config(const std::string& text, speculative_config
   for (const auto& [key, value] : j.items()) {
     const std::string name = where + "." + key;
     if (key == "method") {
-      if (!value.is_string()) return name + " must be a string: ngram or none";
+      if (!value.is_string()) return name + " must be a string: ngram, draft_model or none";
       const auto m = parse_spec_method(value.get<std::string>());
-      if (value.get<std::string>() == "draft_model")
-        return name + " draft_model: draft models are not supported yet; use \"ngram\" (prompt lookup)";
-      if (!m) return name + " '" + value.get<std::string>() + "' is not a method conveyor has; use ngram or none";
+      if (!m) return name + " '" + value.get<std::string>() + "' is not a method conveyor has; use ngram, draft_model or none";
       c.method = *m;
     } else if (key == "num_speculative_tokens" || key == "prompt_lookup_min" || key == "prompt_lookup_max") {
       if (!value.is_number_integer()) return name + " must be an integer";
@@ -39,12 +37,15 @@ std::string parse_speculative_config(const std::string& text, speculative_config
       if (!value.is_number() || value.get<double>() < 0) return name + " must be a number >= 0 (0: the executor's estimate)";
       c.fixed_cost_tokens = value.get<double>();
     } else if (key == "model") {
-      if (!value.is_null()) return name + ": draft models are not supported yet; leave it out and use method ngram";
+      if (!value.is_string() || value.get<std::string>().empty()) return name + " must be the draft model's GGUF file or name";
+      c.model = value.get<std::string>();
     } else {
       return where + ": unknown key '" + key +
-             "' (known: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, fixed_cost_tokens)";
+             "' (known: method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, fixed_cost_tokens, model)";
     }
   }
+  // vLLM infers the method from a draft model given alone.
+  if (!c.model.empty() && !j.contains("method")) c.method = spec_method::draft_model;
   if (c.enabled())
     if (auto e = c.validate(); !e.empty()) return e;
   out = c;
@@ -53,6 +54,8 @@ std::string parse_speculative_config(const std::string& text, speculative_config
 
 std::string describe(const speculative_config& c) {
   if (!c.enabled()) return "off";
+  if (c.method == spec_method::draft_model)
+    return "draft_model " + c.model + ", up to " + std::to_string(c.num_speculative_tokens) + " drafted tokens a step";
   return std::string(to_string(c.method)) + ", up to " + std::to_string(c.num_speculative_tokens) + " drafted tokens a step (lookup " +
          std::to_string(c.prompt_lookup_min) + ".." + std::to_string(c.prompt_lookup_max) + " tokens)";
 }

@@ -115,9 +115,28 @@ def test_a_batch_of_32_mixed_jobs_is_identical(spec_server):
         assert a == b, (p, params)
 
 
+def test_a_draft_model_changes_nothing_but_the_speed():
+    """The model as its own draft (`"model": "smollm2"`): greedy drafts are its own tokens."""
+    s = Server("--no-journal", "--threads", "2", "--speculative-config",
+               '{"method": "draft_model", "model": "smollm2", "num_speculative_tokens": 4}')
+    try:
+        with s.client() as c:
+            before = stats(c)
+            for prompt, params in [(PROMPTS[3], JOB_PARAMS[0]), (PROMPTS[0], JOB_PARAMS[1]), (PROMPTS[-1], JOB_PARAMS[5])]:
+                off = flatten(run(c, prompt, speculate=False, **params))
+                on = flatten(run(c, prompt, **params))
+                assert on == off, (prompt, params)
+            drafts, drafted, accepted = (a - b for a, b in zip(stats(c), before))
+    finally:
+        s.stop(30)
+    assert drafts > 5 and accepted > 20, (drafts, drafted, accepted)
+
+
 def test_bad_settings_are_refused_at_start():
     for bad, words in [('{"method": "eagle"}', "not a method"), ('{"num_speculative_tokens": 0}', "[1, 16]"),
-                       ('{"method": "ngram", "model": "draft.gguf"}', "draft models"), ("[1]", "JSON object"),
+                       ('{"method": "ngram", "model": "draft.gguf"}', "only for method draft_model"),
+                       ('{"method": "draft_model"}', "needs model"),
+                       ('{"model": "/nonexistent/draft.gguf"}', "/nonexistent/draft.gguf"), ("[1]", "JSON object"),
                        ('{"lookup": 3}', "unknown key")]:
         with pytest.raises(RuntimeError) as e:
             Server("--no-journal", "--speculative-config", bad)

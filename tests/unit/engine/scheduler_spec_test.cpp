@@ -3,10 +3,12 @@
 // rejected draft left in the cache, a wrong num_computed_tokens or a rejected token in the
 // prefix cache all change the tokens): every job's events must be identical with speculation on
 // and off, synchronous and pipelined, under preemption, chunking, prefix caching, cancels and
-// grammars (a toy one: drafts it refuses are cut, and it must see exactly the output tokens).
+// grammars (a toy one: drafts it refuses are cut, and it must see exactly the output tokens),
+// with prompt lookup and with a draft model stand-in (released with every ended sequence).
 #include <boost/test/unit_test.hpp>
 
 #include <map>
+#include <set>
 #include <random>
 
 #include "engine/speculation.hpp"
@@ -38,6 +40,20 @@ struct toy_grammar final : token_constraint {
   }
 };
 
+// A draft model stand-in: prompt lookup, else the newest token again; records the sequences it
+// was asked about until they are released.
+struct toy_draft final : draft_proposer {
+  std::set<seq_id> live;
+  int64_t calls = 0;
+  int32_t propose(seq_id id, std::span<const token_id> tokens, int32_t k, std::vector<token_id>& out) override {
+    live.insert(id);
+    ++calls;
+    if (propose_ngram(tokens, 1, 3, k, out) == 0) out.assign(1, tokens.back());
+    return static_cast<int32_t>(out.size());
+  }
+  void release(seq_id id) override { live.erase(id); }
+};
+
 struct job_log {
   std::vector<std::pair<token_id, float>> tokens;
   finish_reason reason = finish_reason::stop;
@@ -48,7 +64,7 @@ struct job_log {
 struct run_result {
   std::map<seq_id, job_log> jobs;
   std::map<seq_id, request> requests;
-  int64_t drafts = 0, accepted = 0, max_step_tokens = 0;
+  int64_t drafts = 0, accepted = 0, max_step_tokens = 0, draft_calls = 0;
   int32_t max_model_len = 0;
   scheduler_stats stats;
 };
@@ -61,10 +77,16 @@ scheduler_config spec_config(int32_t k = 4) {
 }
 
 // One seeded workload; `spec` turns drafting on (the workload is the same either way).
-run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
+run_result run_seed(uint64_t seed, bool spec, bool pipelined, bool draft = false) {
   std::mt19937_64 rng(seed);
   scheduler_config sched = spec_config(pick(rng, 1, 6));
   if (!spec) sched.speculative.method = spec_method::none;
+  auto toy = std::make_shared<toy_draft>();
+  if (spec && draft) {
+    sched.speculative.method = spec_method::draft_model;
+    sched.speculative.model = "toy";
+    sched.speculative.draft = toy;
+  }
   sched.speculative.prompt_lookup_min = pick(rng, 1, 2);
   sched.speculative.prompt_lookup_max = pick(rng, 2, 4);
   sched.speculative.fixed_cost_tokens = pick(rng, 1, 64);
@@ -160,6 +182,8 @@ run_result run_seed(uint64_t seed, bool spec, bool pipelined) {
   }
   BOOST_TEST(!s.has_unfinished());
   BOOST_TEST(s.kv().num_used_blocks() == 0);
+  BOOST_TEST(toy->live.empty(), "the draft model still holds " << toy->live.size() << " ended sequences");
+  out.draft_calls = toy->calls;
   // A grammar saw exactly the job's tokens (a draft tried and not rolled back would show).
   for (const auto& [id, r] : out.requests) {
     const auto* g = dynamic_cast<const toy_grammar*>(r.constraint.get());
@@ -267,14 +291,30 @@ BOOST_AUTO_TEST_CASE(settings_are_checked) {
   scheduler_config sc = spec_config();
   sc.speculative.prompt_lookup_max = 40;
   BOOST_TEST(sc.validate().find("prompt_lookup_max") != std::string::npos);
+  // A draft model: named, and loaded before the scheduler runs.
+  speculative_config d;
+  d.method = spec_method::draft_model;
+  BOOST_TEST(d.validate().find("needs model") != std::string::npos);
+  d.model = "small.gguf";
+  BOOST_TEST(d.validate() == "");
+  scheduler_config with_draft;
+  with_draft.speculative = d;
+  BOOST_TEST(with_draft.validate().find("'small.gguf' is not loaded") != std::string::npos);
+  with_draft.speculative.draft = std::make_shared<toy_draft>();
+  BOOST_TEST(with_draft.validate() == "");
+  c.prompt_lookup_min = 1;
+  c.model = "small.gguf";  // ngram with a model
+  BOOST_TEST(c.validate().find("only for method draft_model") != std::string::npos);
+  BOOST_TEST((parse_spec_method("draft_model") == spec_method::draft_model));
 }
 
 BOOST_AUTO_TEST_CASE(random_workloads_are_identical_with_speculation_on_and_off) {
-  int64_t drafts = 0, accepted = 0, verifications = 0, rejected_steps = 0;
+  int64_t drafts = 0, accepted = 0, verifications = 0, rejected_steps = 0, draft_calls = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     for (bool pipelined : {false, true}) {
-      BOOST_TEST_CONTEXT("seed " << seed << (pipelined ? " pipelined" : " synchronous")) {
-        const run_result off = run_seed(seed, false, pipelined), on = run_seed(seed, true, pipelined);
+      const bool draft = seed % 3 == 0;  // a third with the draft model stand-in
+      BOOST_TEST_CONTEXT("seed " << seed << (pipelined ? " pipelined" : " synchronous") << (draft ? " draft model" : "")) {
+        const run_result off = run_seed(seed, false, pipelined), on = run_seed(seed, true, pipelined, draft);
         BOOST_TEST(off.drafts == 0);
         for (const auto& [id, r] : off.requests) {
           BOOST_TEST_CONTEXT("job " << id) {
@@ -293,10 +333,13 @@ BOOST_AUTO_TEST_CASE(random_workloads_are_identical_with_speculation_on_and_off)
               BOOST_TEST((ids == reference_stream(ref_req, on.max_model_len, toy_copy_next_token)), "not the reference stream");
           }
         }
-        drafts += on.drafts;
-        accepted += on.stats.num_spec_accepted_tokens;
-        verifications += on.stats.num_spec_drafts;
-        rejected_steps += on.stats.num_spec_draft_tokens - on.stats.num_spec_accepted_tokens > 0 ? 1 : 0;
+        draft_calls += on.draft_calls;
+        if (!draft) {  // prompt lookup's record
+          drafts += on.drafts;
+          accepted += on.stats.num_spec_accepted_tokens;
+          verifications += on.stats.num_spec_drafts;
+          rejected_steps += on.stats.num_spec_draft_tokens - on.stats.num_spec_accepted_tokens > 0 ? 1 : 0;
+        }
         BOOST_TEST(on.stats.num_spec_draft_tokens == on.drafts);
       }
     }
@@ -306,6 +349,7 @@ BOOST_AUTO_TEST_CASE(random_workloads_are_identical_with_speculation_on_and_off)
   BOOST_TEST(accepted > drafts / 3);
   BOOST_TEST(accepted < drafts);
   BOOST_TEST(rejected_steps > 100);
+  BOOST_TEST(draft_calls > 300);  // the draft model stand-in was asked
 }
 
 BOOST_AUTO_TEST_SUITE_END()

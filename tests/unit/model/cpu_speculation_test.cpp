@@ -3,7 +3,8 @@
 // n-gram drafting on and off, greedy and seeded (temperature 0.8 with top-p / top-k), with
 // logit_bias and penalties, with structured outputs (XGrammar: regexes, JSON objects, a JSON
 // schema), alone and in a batch of 32 mixed jobs, on random-weight models of every architecture
-// (both numerics) and on SmolLM2.
+// (both numerics) and on SmolLM2; and with a draft model (a random small model of the same
+// vocabulary, and the model as its own draft).
 #include <boost/test/unit_test.hpp>
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "engine/scheduler.hpp"
 #include "model/cpu/cpu_executor.hpp"
+#include "model/cpu/draft_model.hpp"
 #include "model/formats/gguf.hpp"
 #include "model/text/grammar.hpp"
 #include "model/text/tokenizer.hpp"
@@ -41,16 +43,20 @@ struct run_out {
   scheduler_stats stats;
 };
 
-run_out run_jobs(executor& ex, const std::vector<request>& jobs, bool spec, int32_t max_num_seqs) {
+// `draft`: a draft model for the "on" run instead of prompt lookup.
+run_out run_jobs(executor& ex, const std::vector<request>& jobs, bool spec, int32_t max_num_seqs,
+                 const std::shared_ptr<draft_proposer>& draft) {
   scheduler_config sc;
   sc.max_model_len = ex.info().max_model_len;
   sc.max_num_seqs = max_num_seqs;
   sc.max_num_batched_tokens = 256;
   if (spec) {
-    sc.speculative.method = spec_method::ngram;
+    sc.speculative.method = draft ? spec_method::draft_model : spec_method::ngram;
     sc.speculative.num_speculative_tokens = 5;
     sc.speculative.prompt_lookup_min = 1;
     sc.speculative.fixed_cost_tokens = 64;  // draft eagerly, large batches included
+    sc.speculative.draft = draft;
+    sc.speculative.model = draft ? "draft" : "";
   }
   cache_config cc;
   cc.block_size = ex.info().block_size;
@@ -106,9 +112,10 @@ std::vector<request> mixed_jobs(int32_t n, int32_t vocab, int32_t max_tokens) {
 // Jobs made afresh for each run: a grammar is the state of its job.
 using job_maker = std::function<std::vector<request>()>;
 
-void check_equal(executor& ex, const job_maker& make, int32_t max_num_seqs, int64_t& accepted) {
+void check_equal(executor& ex, const job_maker& make, int32_t max_num_seqs, int64_t& accepted,
+                 const std::shared_ptr<draft_proposer>& draft = nullptr) {
   const std::vector<request> jobs = make();
-  const run_out off = run_jobs(ex, jobs, false, max_num_seqs), on = run_jobs(ex, make(), true, max_num_seqs);
+  const run_out off = run_jobs(ex, jobs, false, max_num_seqs, nullptr), on = run_jobs(ex, make(), true, max_num_seqs, draft);
   BOOST_TEST(off.stats.num_spec_drafts == 0);
   for (const request& r : jobs) {
     BOOST_TEST_CONTEXT("job " << r.id) {
@@ -120,8 +127,9 @@ void check_equal(executor& ex, const job_maker& make, int32_t max_num_seqs, int6
   accepted += on.stats.num_spec_accepted_tokens;
 }
 
-void check_equal(executor& ex, const std::vector<request>& jobs, int32_t max_num_seqs, int64_t& accepted) {
-  check_equal(ex, [&] { return jobs; }, max_num_seqs, accepted);
+void check_equal(executor& ex, const std::vector<request>& jobs, int32_t max_num_seqs, int64_t& accepted,
+                 const std::shared_ptr<draft_proposer>& draft = nullptr) {
+  check_equal(ex, [&] { return jobs; }, max_num_seqs, accepted, draft);
 }
 
 // mixed_jobs with grammars on two of every three, whose prompts hold text the grammar allows (so
@@ -216,6 +224,48 @@ BOOST_AUTO_TEST_CASE(structured_outputs_give_the_same_output_with_drafts) {
   BOOST_TEST_CONTEXT("SmolLM2") { check(gguf_file::open(testing::smollm2_path()), cpu_math::fast, 48); }
   BOOST_TEST_MESSAGE("drafted tokens accepted: " << accepted << ", by constrained jobs alone: " << accepted_constrained);
   BOOST_TEST(accepted_constrained > 100);  // grammars did draft, and drafts stood
+}
+
+BOOST_AUTO_TEST_CASE(a_draft_model_changes_nothing_but_the_speed) {
+  tiny_llama_spec target = tiny_config_a(), small = tiny_config_a();
+  small.n_layer = 1;  // fewer parameters, other weights, the same vocabulary
+  small.n_embd = 64;
+  small.n_head = 2;
+  small.output = ggml_type::q8_0;
+  small.tied = false;  // its own LM head: its drafts are not the target's (tied heads repeat the last token)
+  small.n_ff = 96;
+  small.seed = 7;
+  const std::string target_path = testing::temp_path("spec-target.gguf"), small_path = testing::temp_path("spec-draft.gguf");
+  write_tiny_llama(target_path, target);
+  write_tiny_llama(small_path, small);
+  auto f = gguf_file::open(target_path);
+  const int32_t vocab = static_cast<int32_t>(tiny_vocab(target).size());
+  cpu_executor ex(f, options(cpu_math::fast));
+  const auto drafting = [&](const std::string& path) {
+    draft_model_options d;
+    d.vocab_size = ex.info().vocab_size;
+    d.num_kv_blocks = ex.info().num_kv_blocks + 64;
+    d.threads = 2;
+    return std::make_shared<cpu_draft_proposer>(std::make_unique<gguf_file>(gguf_file::open(path)), d);
+  };
+  for (const std::string& path : {small_path, target_path}) {
+    BOOST_TEST_CONTEXT("draft " << path) {
+      auto draft = drafting(path);
+      int64_t accepted = 0, greedy_accepted = 0;
+      for (const request& r : mixed_jobs(6, vocab, 40))
+        check_equal(ex, {r}, 1, r.sampling.temperature == 0.0f ? greedy_accepted : accepted, draft);
+      check_equal(ex, mixed_jobs(32, vocab, 24), 32, accepted, draft);
+      BOOST_TEST(draft->num_sequences() == 0u);  // every ended sequence released
+      BOOST_TEST_MESSAGE("accepted: greedy alone " << greedy_accepted << ", others " << accepted << "; draft tokens computed "
+                                                   << draft->num_computed_tokens());
+      BOOST_TEST(draft->num_computed_tokens() > 0);
+      // The model as its own draft: a greedy job's drafts are its own tokens, all accepted.
+      if (path == target_path) BOOST_TEST(greedy_accepted > 60);
+    }
+  }
+  draft_model_options wrong;
+  wrong.vocab_size = vocab + 1;
+  BOOST_CHECK_THROW(cpu_draft_proposer(std::make_unique<gguf_file>(gguf_file::open(small_path)), wrong), model_error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
