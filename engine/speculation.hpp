@@ -74,9 +74,11 @@ struct speculative_config {
 };
 
 /// fixed_cost_tokens when neither the operator nor the executor sets one: a CPU step over a
-/// 135M-parameter model (docs/benchmarks.md, speculative decoding: step-bench batch 1 / 2 / 3 / 5
-/// / 8 = 13.1 / 17.3 / 19.3 / 27.0 / 33.2 ms, a line of about 10 + 2.9 per row, F about 3.5).
-inline constexpr double default_fixed_cost_tokens = 4.0;
+/// 135M-parameter model (docs/benchmarks.md, speculative decoding: `step-bench --drafts` gives
+/// one sequence's steps of 1 / 4 / 10 rows = 10.4 / 15.7 / 23.9 ms at context 64, about
+/// 9 + 1.5 per row, F about 6; at context 600, 11.5 / 18.3 / 30.0, F about 4.6). 6 beat 4 in
+/// each of four paired grounded runs (1 and 4 jobs at once, by 4-23%).
+inline constexpr double default_fixed_cost_tokens = 6.0;
 
 /// A sequence's record of its verified drafts: decayed counts of drafted tokens that were
 /// accepted and of those that were reached (accepted, or the first one rejected), whose ratio
@@ -103,7 +105,7 @@ inline constexpr int32_t spec_retry_steps = 16;
 /// accepted with probability p^i, p = its accept_rate(), and pays when that beats `threshold`,
 /// the output a token row buys in this step without drafts (outputs / cost in rows:
 /// num_sampling / (fixed_cost_tokens + num_tokens)). A step of one decode on a CPU (threshold
-/// about 1/5) drafts while p^i > 0.2; a batch of 32 (about 0.9) only near-certain drafts.
+/// 1/7) drafts while p^i > 0.14; a batch of 32 (about 0.84) only near-certain drafts.
 int32_t draft_budget(const spec_history& h, int32_t cap, double threshold);
 double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t num_tokens);
 
