@@ -213,31 +213,26 @@ void attend_rows(const T* k, const T* v, int64_t per_block, int64_t row, int32_t
         accumulate_pv(scores + query(r, i) * n_max + j0, vb, stride, len, out + r * out_stride + int64_t{i} * hd, hd);
     }
   };
-  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every query.
-  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
-    const T* kb = k + table[j0 / bs] * per_block + kv_off;
-    if (widen) {
-      int64_t stride = 0;
-      const float* wide = widen_rows(kb, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
-      score_block(wide, stride, j0);
-    } else {
-      score_block(kb, row, j0);
+  // Every block of `cache` (K or V) in order, to `use` as it is or widened.
+  const auto each_block = [&](const T* cache, const auto& use) {
+    for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
+      const T* b = cache + table[j0 / bs] * per_block + kv_off;
+      if (widen) {
+        int64_t stride = 0;
+        const float* wide = widen_rows(b, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
+        use(wide, stride, j0);
+      } else {
+        use(b, row, j0);
+      }
     }
-  }
+  };
+  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every query.
+  each_block(k, score_block);
   for (int32_t r = 0; r < n_rows; ++r)
     for (int32_t i = 0; i < n_q; ++i) softmax(scores + query(r, i) * n_max, pos0 + r + 1, fp16_inputs);
   // out = P · V, block by block, likewise.
   for (int32_t r = 0; r < n_rows; ++r) std::fill_n(out + r * out_stride, n_q * hd, 0.0f);
-  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
-    const T* vb = v + table[j0 / bs] * per_block + kv_off;
-    if (widen) {
-      int64_t stride = 0;
-      const float* wide = widen_rows(vb, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
-      pv_block(wide, stride, j0);
-    } else {
-      pv_block(vb, row, j0);
-    }
-  }
+  each_block(v, pv_block);
 }
 
 } // namespace

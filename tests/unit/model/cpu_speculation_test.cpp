@@ -155,6 +155,18 @@ std::vector<request> constrained_jobs(const grammar_compiler& gc, const tokenize
   return jobs;
 }
 
+// The random-weight models of every architecture, written once per test as `name`-ARCH.gguf.
+const char* const k_archs[] = {"llama", "qwen2", "qwen3", "config-b"};
+
+gguf_file arch_model(const std::string& arch, const std::string& name, int32_t& vocab) {
+  tiny_llama_spec spec = arch == "config-b" ? tiny_config_b() : tiny_config_a();
+  if (arch != "config-b") spec.arch = arch;
+  const std::string path = testing::temp_path(name + "-" + arch + ".gguf");
+  write_tiny_llama(path, spec);
+  vocab = static_cast<int32_t>(tiny_vocab(spec).size());
+  return gguf_file::open(path);
+}
+
 cpu_executor_options options(cpu_math math) {
   cpu_executor_options o;
   o.block_size = 16;
@@ -171,13 +183,9 @@ BOOST_AUTO_TEST_SUITE(cpu_speculation)
 
 BOOST_AUTO_TEST_CASE(every_architecture_gives_the_same_output_with_drafts) {
   int64_t accepted = 0;
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "config-b"}) {
-    tiny_llama_spec spec = arch == "config-b" ? tiny_config_b() : tiny_config_a();
-    if (arch != "config-b") spec.arch = arch;
-    const std::string path = testing::temp_path("spec-" + arch + ".gguf");
-    write_tiny_llama(path, spec);
-    auto f = gguf_file::open(path);
-    const int32_t vocab = static_cast<int32_t>(tiny_vocab(spec).size());
+  for (const std::string arch : k_archs) {
+    int32_t vocab = 0;
+    auto f = arch_model(arch, "spec", vocab);
     for (cpu_math math : {cpu_math::fast, cpu_math::exact}) {
       BOOST_TEST_CONTEXT(arch << " " << to_string(math)) {
         cpu_executor ex(f, options(math));
@@ -212,12 +220,9 @@ BOOST_AUTO_TEST_CASE(structured_outputs_give_the_same_output_with_drafts) {
                   i % 3 == 2 ? accepted : accepted_constrained);
     check_equal(ex, [&] { return constrained_jobs(gc, tok, 32, max_tokens); }, 32, accepted);  // a batch of 32
   };
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "config-b"}) {
-    tiny_llama_spec spec = arch == "config-b" ? tiny_config_b() : tiny_config_a();
-    if (arch != "config-b") spec.arch = arch;
-    const std::string path = testing::temp_path("spec-grammar-" + arch + ".gguf");
-    write_tiny_llama(path, spec);
-    auto f = gguf_file::open(path);
+  for (const std::string arch : k_archs) {
+    int32_t vocab = 0;
+    auto f = arch_model(arch, "spec-grammar", vocab);
     for (cpu_math math : {cpu_math::fast, cpu_math::exact})
       BOOST_TEST_CONTEXT(arch << " " << to_string(math)) { check(f, math, 40); }
   }
