@@ -58,6 +58,7 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
                       " blocks of " + std::to_string(per_block) + "), more than this machine's " + std::to_string(phys) +
                       " bytes of memory; lower kv_cache_bytes (or num_kv_blocks)");
   info_.num_kv_blocks = static_cast<int32_t>(blocks);
+  if (o.pack_weights && o.math == cpu_math::fast) packed_bytes_ = w_.pack(mm_.isa(), f);
   info_.block_size = o.block_size;
   info_.vocab_size = cfg_.vocab_size;
   info_.device = "cpu";
@@ -77,7 +78,9 @@ std::string cpu_executor::compute_summary() const {
   return std::string("math ") + to_string(mm_.math()) + " (" +
          (mm_.math() == cpu_math::fast ? std::string(cpu_isa_name(mm_.isa())) + " integer kernels"
                                        : std::string("f32 kernels")) +
-         "), " + std::to_string(pool_.size()) + " threads, weights " + mib(static_cast<int64_t>(w_.bytes())) + " mapped";
+         "), " + std::to_string(pool_.size()) + " threads, weights " + mib(static_cast<int64_t>(w_.bytes())) + " mapped" +
+         (packed_bytes_ > 0 ? " (" + mib(static_cast<int64_t>(packed_bytes_)) + " of them repacked for " + cpu_isa_name(mm_.isa()) + ")"
+                            : std::string());
 }
 
 void cpu_executor::project(const float* a, const qmatrix& w, float* c, int32_t m, bool accumulate) {

@@ -47,6 +47,10 @@ struct cpu_executor_options {
   cpu_isa isa = cpu_best_isa();
   /// Threads of the step (0: every core).
   int32_t threads = 0;
+  /// Fast mode: repack the weights the ISA has a packed layout for at load (qmatrix::pack; the
+  /// same bits, faster loads) and let the file's pages of them go. Off: read the mapping.
+  /// Default on; CONVEYOR_PACK_WEIGHTS=0 in the environment turns it off (A/B benchmarks).
+  bool pack_weights = qmm_pack_by_default();
 };
 
 class cpu_executor final : public executor {
@@ -82,6 +86,7 @@ private:
 
   llama_config cfg_;
   llama_weights w_;
+  size_t packed_bytes_ = 0;  // weights repacked at load (pack_weights)
   executor_info info_;
   std::string kv_sizing_;
   std::unique_ptr<paged_kv> kv_;

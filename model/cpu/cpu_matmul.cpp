@@ -71,7 +71,8 @@ void cpu_matmul::run(spinning_pool& pool, const qmatrix& w, const float* a, int3
       const size_t stride = act_row_bytes(f, k);
       qmm_job j;
       j.type = p.type;
-      j.w = p.data + static_cast<size_t>(lo - p.first_row) * p.row_bytes;
+      j.packed = p.packed != nullptr && w.packed_isa() == isa_;
+      j.w = (j.packed ? p.packed : p.data) + static_cast<size_t>(lo - p.first_row) * p.row_bytes;
       j.w_row_bytes = p.row_bytes;
       j.n_rows = hi - lo;
       j.k = k;

@@ -65,6 +65,24 @@ llama_weights llama_weights::map(const gguf_file& f, const llama_config& c) {
   return w;
 }
 
+size_t llama_weights::pack(cpu_isa isa, const gguf_file& f) {
+  size_t n = 0;
+  const auto one = [&](qmatrix& q) {
+    for (const qmatrix::part& p : q.pack(isa)) {
+      f.release_pages(p.data, p.row_bytes * static_cast<size_t>(p.rows));
+      n += p.row_bytes * static_cast<size_t>(p.rows);
+    }
+  };
+  for (layer_weights& L : layers) {
+    one(L.wqkv);
+    one(L.wo);
+    one(L.gate_up);
+    one(L.down);
+  }
+  one(lm_head);
+  return n;
+}
+
 size_t llama_weights::bytes() const {
   size_t n = token_embd.bytes() + (lm_head.parts().front().data == token_embd.parts().front().data ? 0 : lm_head.bytes());
   for (const layer_weights& L : layers) n += L.wqkv.bytes() + L.wo.bytes() + L.gate_up.bytes() + L.down.bytes();

@@ -39,6 +39,11 @@ struct llama_weights {
   /// model_error naming the tensor for a missing one, a wrong shape, or a type the kernels do
   /// not read (the message lists the supported types).
   static llama_weights map(const gguf_file& f, const llama_config& c);
+  /// Repacks the matrices `isa`'s kernels have a packed layout for (qmatrix::pack: the layers
+  /// and the LM head; the embedding table stays a view) and tells `f` that their raw bytes are
+  /// no longer read (gguf_file::release_pages), so the mapping's pages leave resident memory.
+  /// Returns the bytes repacked.
+  size_t pack(cpu_isa isa, const gguf_file& f);
   /// Bytes of the weights viewed (the matrices' blocks; the f32 copies are negligible).
   size_t bytes() const;
   /// Row `tok` of the embedding table as f32 (n_embd floats).

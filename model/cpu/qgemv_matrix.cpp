@@ -1,6 +1,9 @@
 // qmatrix: views onto the raw ggml blocks of a weight matrix's tensors.
 #include "model/cpu/qgemv_matrix.hpp"
 
+#include <cstdlib>
+#include <new>
+
 #include "model/cpu/qmm.hpp"
 
 namespace conveyor::model {
@@ -34,7 +37,30 @@ bool qmatrix::append(ggml_type t, const uint8_t* src, int32_t rows, int32_t k) {
   return true;
 }
 
+std::vector<qmatrix::part> qmatrix::pack(cpu_isa isa) {
+  std::vector<part> raw;
+  size_t total = 0;
+  for (const part& p : parts_)
+    if (p.packed == nullptr && qmm_packs(isa, p.type)) total += (p.row_bytes * static_cast<size_t>(p.rows) + 63) & ~size_t{63};
+  if (total == 0) return raw;
+  void* mem = std::aligned_alloc(64, total);
+  if (mem == nullptr) throw std::bad_alloc();
+  packed_ = std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(mem), [](uint8_t* q) { std::free(q); });
+  packed_isa_ = isa;
+  uint8_t* at = packed_.get();
+  for (part& p : parts_) {
+    if (p.packed != nullptr || !qmm_packs(isa, p.type)) continue;
+    qmm_pack_rows(isa, p.type, p.data, p.rows, k_, at);
+    p.packed = at;
+    raw.push_back(p);
+    at += (p.row_bytes * static_cast<size_t>(p.rows) + 63) & ~size_t{63};
+  }
+  return raw;
+}
+
 void qmatrix::clear() {
+  packed_.reset();
+  packed_isa_ = cpu_isa::scalar;
   parts_.clear();
   rows_ = 0;
   k_ = 0;
@@ -43,6 +69,13 @@ void qmatrix::clear() {
 size_t qmatrix::bytes() const {
   size_t n = 0;
   for (const part& p : parts_) n += p.row_bytes * static_cast<size_t>(p.rows);
+  return n;
+}
+
+size_t qmatrix::packed_bytes() const {
+  size_t n = 0;
+  for (const part& p : parts_)
+    if (p.packed != nullptr) n += p.row_bytes * static_cast<size_t>(p.rows);
   return n;
 }
 

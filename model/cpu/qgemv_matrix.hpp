@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "model/cpu/qmm.hpp"
 #include "model/formats/ggml_type.hpp"
 
 namespace conveyor::model {
@@ -27,6 +29,9 @@ public:
     int32_t rows = 0;
     size_t row_bytes = 0;           ///< bytes of one row's blocks
     const uint8_t* data = nullptr;  ///< rows * row_bytes
+    /// The same rows repacked for packed_isa()'s kernels (qmm_pack_rows), or null: owned by
+    /// the matrix, shared by its copies.
+    const uint8_t* packed = nullptr;
   };
 
   /// Appends `rows` rows of `k` elements of type `t` at `src`. Returns false, leaving the matrix
@@ -35,6 +40,12 @@ public:
   bool append(ggml_type t, const uint8_t* src, int32_t rows, int32_t k);
   /// Drops every part.
   void clear();
+  /// Repacks every part that `isa`'s qmm kernels have a packed layout for (qmm_packs) into
+  /// memory the matrix owns; cpu_matmul reads those rows packed when it runs `isa`. Returns the
+  /// raw parts repacked (their bytes are no longer read by the fast kernels). Done once, at load.
+  std::vector<part> pack(cpu_isa isa);
+  /// The ISA of pack(), or scalar when nothing is packed.
+  cpu_isa packed_isa() const { return packed_isa_; }
 
   bool empty() const { return parts_.empty(); }
   int32_t rows() const { return rows_; }
@@ -42,9 +53,13 @@ public:
   const std::vector<part>& parts() const { return parts_; }
   /// Bytes of the blocks viewed.
   size_t bytes() const;
+  /// Bytes of the rows pack() repacked (held by the matrix).
+  size_t packed_bytes() const;
 
 private:
   std::vector<part> parts_;
+  std::shared_ptr<uint8_t[]> packed_;
+  cpu_isa packed_isa_ = cpu_isa::scalar;
   int32_t rows_ = 0;
   int32_t k_ = 0;
 };

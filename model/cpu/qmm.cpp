@@ -88,6 +88,30 @@ void quantize_act_row(cpu_isa, act_format f, const float* x, uint8_t* out, int32
   }
 }
 
+bool qmm_packs(cpu_isa isa, ggml_type w) {
+  if (isa != cpu_isa::avx512) return false;
+  switch (w) {
+    case ggml_type::q4_0: case ggml_type::q4_1: case ggml_type::q5_0: case ggml_type::q5_1: case ggml_type::q8_0:
+      return true;
+    default: return false;
+  }
+}
+
+bool qmm_pack_by_default() {
+  const char* e = std::getenv("CONVEYOR_PACK_WEIGHTS");
+  return e == nullptr || std::string_view(e) != "0";
+}
+
+void qmm_pack_rows(cpu_isa isa, ggml_type w, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
+  if (!qmm_packs(isa, w))
+    throw std::invalid_argument(std::string("qmm: no packed layout of ") + type_name(w) + " for " + cpu_isa_name(isa));
+  if (k <= 0 || k % 32 != 0) throw std::invalid_argument("qmm: k = " + std::to_string(k) + " is not a multiple of 32");
+  if (!cpu_isa_available(isa)) throw std::invalid_argument(std::string("qmm: this CPU cannot run ") + cpu_isa_name(isa));
+#if defined(__x86_64__) || defined(__i386__)
+  if (rows > 0) qmm_legacy_avx512_pack(w, src, rows, k, dst);
+#endif
+}
+
 void qmm_run(cpu_isa isa, const qmm_job& j) {
   if (!qmm_supports(j.type)) throw std::invalid_argument("qmm: unsupported weight type " + type_name(j.type));
   const auto be = static_cast<int32_t>(block_elems(j.type));
@@ -95,6 +119,9 @@ void qmm_run(cpu_isa isa, const qmm_job& j) {
     throw std::invalid_argument("qmm: k = " + std::to_string(j.k) + " is not a multiple of " + type_name(j.type) +
                                 "'s block of " + std::to_string(be));
   if (!cpu_isa_available(isa)) throw std::invalid_argument(std::string("qmm: this CPU cannot run ") + cpu_isa_name(isa));
+  if (j.packed && !qmm_packs(isa, j.type))
+    throw std::invalid_argument(std::string("qmm: packed ") + type_name(j.type) + " rows for an ISA without their layout (" +
+                                cpu_isa_name(isa) + ")");
   if (j.m <= 0 || j.n_rows <= 0) return;
   const bool kq = act_format_for(j.type) == act_format::q8_k;
   switch (isa) {

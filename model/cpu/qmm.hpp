@@ -61,10 +61,23 @@ struct qmm_job {
   float* c = nullptr;
   int32_t ldc = 0;                  ///< floats from one output row (token) to the next
   bool accumulate = false;          ///< add to c instead of overwriting it
+  bool packed = false;              ///< w holds rows repacked by qmm_pack_rows() for this ISA
 };
 
+/// True when `isa`'s kernels have a packed layout for type `w` (AVX-512: Q4_0 Q4_1 Q5_0 Q5_1
+/// Q8_0): rows rearranged once at load so that the kernels load them without shuffles. Packed
+/// and raw rows give the same bits (batch invariance holds across both).
+bool qmm_packs(cpu_isa isa, ggml_type w);
+/// False when CONVEYOR_PACK_WEIGHTS=0 is in the environment (packing off, for A/B runs).
+bool qmm_pack_by_default();
+/// Repacks `rows` rows of k elements of type `w` (raw GGUF blocks at src) into dst, which takes
+/// exactly as many bytes (row r at the same offset). Throws std::invalid_argument unless
+/// qmm_packs(isa, w) and k is a positive multiple of 32.
+void qmm_pack_rows(cpu_isa isa, ggml_type w, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
+
 /// Runs `j` on the calling thread. Throws std::invalid_argument when `isa` is unavailable, the
-/// type unsupported or k not a multiple of its block.
+/// type unsupported, k not a multiple of its block, or the job packed where `isa` has no packed
+/// layout for the type.
 void qmm_run(cpu_isa isa, const qmm_job& j);
 
 } // namespace conveyor::model

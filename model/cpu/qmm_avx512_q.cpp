@@ -35,7 +35,7 @@
 
 namespace conveyor::model {
 
-void qmm_legacy_avx512_quant(const qmm_job& j);
+void qmm_legacy_avx512_quant(const qmm_job& j);  // qmm_avx512.cpp's dispatch
 
 namespace {
 
@@ -135,9 +135,10 @@ CV_AVX512 void tile(const ctx& c, int32_t t0) {
     for (int r = 0; r < R; ++r) store(*c.j, t0 + t, c.r0 + r, acc[r][t]);
 }
 
-/// One group of the m == 1 path: rows unpacked in registers straight from the weights.
-template <ggml_type T, int R, int G>
-CV_AVX512 inline void group1(const uint8_t* (&pw)[R], const uint8_t*& pa, __m256 (&acc)[R]) {
+/// One group of the m == 1 path: rows unpacked in registers straight from the weights (packed
+/// when P).
+template <ggml_type T, bool P, int R, int G>
+CV_AVX512 inline void group1(const uint8_t* (&pw)[R], const uint8_t*& pa, __m256 (&acc)[R], size_t pf) {
   constexpr bool corr = layout<T>().off != 0;
   constexpr int ad = 32 * G + (corr ? 32 : 0);
   __m256i a[G];
@@ -149,9 +150,13 @@ CV_AVX512 inline void group1(const uint8_t* (&pw)[R], const uint8_t*& pa, __m256
   pa += act_group_bytes<T>(G);
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+    // The rows a few tiles ahead (the same bytes of them): a decode step's row chunks are short
+    // streams, too short for the hardware prefetcher to ramp up on.
+    for (int l = 0; l < G * layout<T>().bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(pw[r] + pf + l), _MM_HINT_T0);
     __m256i v[G];
     __m256 dw, mv = _mm256_setzero_ps();
-    load_wgroup<T, G>(pw[r], v, dw, mv);
+    if constexpr (P) load_packed<T, G>(pw[r], v, dw, mv);
+    else load_wgroup<T, G>(pw[r], v, dw, mv);
     pw[r] += static_cast<size_t>(G) * layout<T>().bytes;
     __m256i s0 = c, s1 = _mm256_setzero_si256();
     #pragma GCC unroll 8
@@ -164,7 +169,7 @@ CV_AVX512 inline void group1(const uint8_t* (&pw)[R], const uint8_t*& pa, __m256
 }
 
 /// R rows x the single token of an m == 1 job.
-template <ggml_type T, int R>
+template <ggml_type T, bool P, int R>
 CV_AVX512 void tile1(const ctx& c, int32_t) {
   const qmm_job& j = *c.j;
   const uint8_t* pw[R];
@@ -174,10 +179,11 @@ CV_AVX512 void tile1(const ctx& c, int32_t) {
   __m256 acc[R];
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int32_t b = 0; b + 8 <= c.nb; b += 8) group1<T, R, 8>(pw, pa, acc);
-  if (c.nb & 4) group1<T, R, 4>(pw, pa, acc);
-  if (c.nb & 2) group1<T, R, 2>(pw, pa, acc);
-  if (c.nb & 1) group1<T, R, 1>(pw, pa, acc);
+  const size_t pf = static_cast<size_t>(kPrefetchRows) * j.w_row_bytes;
+  for (int32_t b = 0; b + 8 <= c.nb; b += 8) group1<T, P, R, 8>(pw, pa, acc, pf);
+  if (c.nb & 4) group1<T, P, R, 4>(pw, pa, acc, pf);
+  if (c.nb & 2) group1<T, P, R, 2>(pw, pa, acc, pf);
+  if (c.nb & 1) group1<T, P, R, 1>(pw, pa, acc, pf);
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) store(j, 0, c.r0 + r, acc[r]);
 }
@@ -188,9 +194,9 @@ template <ggml_type T, size_t... I>
 constexpr std::array<tile_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
   return {{&tile<T, static_cast<int>(I) / kToks + 1, static_cast<int>(I) % kToks + 1>...}};
 }
-template <ggml_type T, size_t... I>
+template <ggml_type T, bool P, size_t... I>
 constexpr std::array<tile_fn, sizeof...(I)> make_table1(std::index_sequence<I...>) {
-  return {{&tile1<T, static_cast<int>(I) + 1>...}};
+  return {{&tile1<T, P, static_cast<int>(I) + 1>...}};
 }
 
 CV_AVX512 inline uint8_t* aligned64(std::vector<uint8_t>& v, size_t bytes) {
@@ -198,10 +204,10 @@ CV_AVX512 inline uint8_t* aligned64(std::vector<uint8_t>& v, size_t bytes) {
   return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
 }
 
-template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
+template <ggml_type T, bool P> CV_AVX512 void run(const qmm_job& j) {
   static constexpr auto table = make_table<T>(std::make_index_sequence<kRows * kToks>{});
   constexpr int rows1 = kRowsM1;
-  static constexpr auto table1 = make_table1<T>(std::make_index_sequence<rows1>{});
+  static constexpr auto table1 = make_table1<T, P>(std::make_index_sequence<rows1>{});
   thread_local std::vector<uint8_t> abuf, wbuf;
   const int32_t nb = j.k / 32;
   const size_t astride = (act_bytes<T>(nb) + 63) & ~size_t{63}, wstride = (w_bytes<T>(nb) + 63) & ~size_t{63};
@@ -222,7 +228,7 @@ template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
     for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRows) {
       const int rn = std::min(kRows, j.n_rows - r0);
       c.r0 = r0;
-      for (int i = 0; i < rn; ++i) unpack_row<T>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i);
+      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i);
       for (int32_t t0 = tc; t0 < te; t0 += kToks) {
         const int tn = std::min(kToks, te - t0);
         table[static_cast<size_t>((rn - 1) * kToks + tn - 1)](c, t0);
@@ -231,15 +237,33 @@ template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
   }
 }
 
+template <bool P> void dispatch(const qmm_job& j) {
+  switch (j.type) {
+    case ggml_type::q4_0: return run<ggml_type::q4_0, P>(j);
+    case ggml_type::q4_1: return run<ggml_type::q4_1, P>(j);
+    case ggml_type::q5_0: return run<ggml_type::q5_0, P>(j);
+    case ggml_type::q5_1: return run<ggml_type::q5_1, P>(j);
+    case ggml_type::q8_0: return run<ggml_type::q8_0, P>(j);
+    default: return;
+  }
+}
+
+template <ggml_type T> CV_AVX512 void pack_rows(const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
+  const size_t rb = static_cast<size_t>(k / 32) * layout<T>().bytes;
+  for (int32_t r = 0; r < rows; ++r) pack_row<T>(src + rb * r, k / 32, dst + rb * r);
+}
+
 } // namespace
 
-void qmm_legacy_avx512_quant(const qmm_job& j) {
-  switch (j.type) {
-    case ggml_type::q4_0: return run<ggml_type::q4_0>(j);
-    case ggml_type::q4_1: return run<ggml_type::q4_1>(j);
-    case ggml_type::q5_0: return run<ggml_type::q5_0>(j);
-    case ggml_type::q5_1: return run<ggml_type::q5_1>(j);
-    case ggml_type::q8_0: return run<ggml_type::q8_0>(j);
+void qmm_legacy_avx512_quant(const qmm_job& j) { return j.packed ? dispatch<true>(j) : dispatch<false>(j); }
+
+void qmm_legacy_avx512_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
+  switch (t) {
+    case ggml_type::q4_0: return pack_rows<ggml_type::q4_0>(src, rows, k, dst);
+    case ggml_type::q4_1: return pack_rows<ggml_type::q4_1>(src, rows, k, dst);
+    case ggml_type::q5_0: return pack_rows<ggml_type::q5_0>(src, rows, k, dst);
+    case ggml_type::q5_1: return pack_rows<ggml_type::q5_1>(src, rows, k, dst);
+    case ggml_type::q8_0: return pack_rows<ggml_type::q8_0>(src, rows, k, dst);
     default: return;
   }
 }

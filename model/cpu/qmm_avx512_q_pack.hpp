@@ -21,6 +21,7 @@ constexpr int kRows = 4;    // tile rows (row block unpacked at once)
 constexpr int kToks = 2;    // tile tokens for m > 1
 constexpr int kRowsM1 = 4;  // rows per tile at m == 1
 constexpr int kChunk = 128; // tokens per pass over the weights
+constexpr int kPrefetchRows = 8; // m == 1: rows ahead that tile1 prefetches
 
 struct blk_layout { int bytes, m, qh, qs, off; };  // byte offsets (-1: absent); off: weight centre
 template <ggml_type T> constexpr blk_layout layout() {
@@ -179,11 +180,102 @@ template <ggml_type T, int G> CV_AVX512 inline void load_wgroup(const uint8_t* p
   }
 }
 
-/// Unpacks the group of G blocks at p (a weight row) into out (layout of w_group_bytes).
-template <ggml_type T, int G> CV_AVX512 inline void unpack_group(const uint8_t* p, uint8_t* out) {
+// The packed weight layout (qmm_pack_rows, done once at load): a group of G blocks keeps its
+// G * bytes bytes, rearranged so that load_packed needs no shuffles: the G u8 vectors of Q8_0
+// (already + 128), or the G / 2 nibble vectors of Q4 / Q5 as gather16 leaves them (G == 1: the
+// block's 16 qs bytes); then Q5's G qh dwords; the G f16 scales; Q4_1 / Q5_1's G f16 mins.
+// load_packed gives exactly load_wgroup's vectors and floats, so packed and raw rows give the
+// same bits in every path.
+template <ggml_type T> constexpr int packed_q_bytes(int G) {
+  return T == ggml_type::q8_0 ? 32 * G : 16 * G;
+}
+
+/// Lane L of a group of G blocks belongs to block L / (8 / G).
+template <int G> CV_AVX512 inline __m256i lane_block() {
+  return _mm256_setr_epi32(0 / (8 / G), 1 / (8 / G), 2 / (8 / G), 3 / (8 / G), 4 / (8 / G), 5 / (8 / G), 6 / (8 / G),
+                           7 / (8 / G));
+}
+
+/// G f16 values at p, lane L holding block L / (8 / G)'s.
+template <int G> CV_AVX512 inline __m256 halves_per_lane(const uint8_t* p) {
+  const __m256 f = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << G) - 1), p));
+  if constexpr (G == 8) return f;
+  else return _mm256_permutexvar_ps(lane_block<G>(), f);
+}
+
+template <ggml_type T, int G> CV_AVX512 inline void pack_group(const uint8_t* p, uint8_t* out) {
+  constexpr blk_layout L = layout<T>();
+  constexpr size_t bs = L.bytes;
+  if constexpr (T == ggml_type::q8_0) {
+    __m256i v[G];
+    gather32<G>(p + L.qs, bs, v);
+    #pragma GCC unroll 8
+    for (int i = 0; i < G; ++i) st(out + 32 * i, _mm256_xor_si256(v[i], _mm256_set1_epi8(static_cast<char>(0x80))));
+  } else if constexpr (G == 1) {
+    std::memcpy(out, p + L.qs, 16);
+  } else {
+    __m256i pk[G / 2];
+    gather16<G>(p + L.qs, bs, pk);
+    #pragma GCC unroll 4
+    for (int i = 0; i < G / 2; ++i) st(out + 32 * i, pk[i]);
+  }
+  uint8_t* o = out + packed_q_bytes<T>(G);
+  for (int b = 0; b < G; ++b) {
+    if constexpr (L.qh >= 0) std::memcpy(o + 4 * b, p + bs * b + L.qh, 4);
+    const int hs = L.qh >= 0 ? 4 * G : 0;
+    std::memcpy(o + hs + 2 * b, p + bs * b, 2);
+    if constexpr (has_min<T>()) std::memcpy(o + hs + 2 * G + 2 * b, p + bs * b + L.m, 2);
+  }
+}
+
+/// load_wgroup's result from a packed group.
+template <ggml_type T, int G> CV_AVX512 inline void load_packed(const uint8_t* p, __m256i* v, __m256& dw, __m256& mv) {
+  constexpr blk_layout L = layout<T>();
+  const uint8_t* o = p + packed_q_bytes<T>(G);
+  if constexpr (T == ggml_type::q8_0) {
+    #pragma GCC unroll 8
+    for (int i = 0; i < G; ++i) v[i] = ld(p + 32 * i);
+  } else {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    if constexpr (G == 1) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      v[0] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(q), _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0)), nib);
+      if constexpr (L.qh >= 0) {
+        uint32_t qh;
+        std::memcpy(&qh, o, sizeof qh);
+        v[0] = _mm256_mask_add_epi8(v[0], static_cast<__mmask32>(qh), v[0], _mm256_set1_epi8(0x10));
+      }
+    } else {
+      #pragma GCC unroll 4
+      for (int i = 0; i < G / 2; ++i) {
+        const __m256i pk = ld(p + 32 * i);
+        v[i] = _mm256_and_si256(pk, nib);
+        v[i + G / 2] = _mm256_and_si256(_mm256_srli_epi16(pk, 4), nib);
+      }
+      if constexpr (L.qh >= 0) {
+        __m256i qhv = _mm256_maskz_loadu_epi32(static_cast<__mmask8>((1u << G) - 1), o);
+        if constexpr (G != 8) qhv = _mm256_permutexvar_epi32(lane_block<G>(), qhv);
+        for_i<G>(std::make_integer_sequence<int, G>{}, [&](auto ic) {
+          v[decltype(ic)::value] = add_high<G, decltype(ic)::value>(v[decltype(ic)::value], qhv);
+        });
+      }
+    }
+  }
+  if constexpr (L.qh >= 0) o += 4 * G;
+  dw = halves_per_lane<G>(o);
+  if constexpr (has_min<T>()) {
+    constexpr __mmask8 first = G == 8 ? 0xFF : G == 4 ? 0x55 : G == 2 ? 0x11 : 0x01;
+    mv = _mm256_maskz_mov_ps(first, halves_per_lane<G>(o + 2 * G));
+  }
+}
+
+/// Unpacks the group of G blocks at p (a weight row, packed when P) into out (layout of
+/// w_group_bytes).
+template <ggml_type T, int G, bool P = false> CV_AVX512 inline void unpack_group(const uint8_t* p, uint8_t* out) {
   __m256i v[G];
   __m256 dw, mv = _mm256_setzero_ps();
-  load_wgroup<T, G>(p, v, dw, mv);
+  if constexpr (P) load_packed<T, G>(p, v, dw, mv);
+  else load_wgroup<T, G>(p, v, dw, mv);
   #pragma GCC unroll 8
   for (int i = 0; i < G; ++i) st(out + 32 * i, v[i]);
   _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G), dw);
@@ -224,16 +316,24 @@ template <ggml_type T> CV_AVX512 void repack_row(const uint8_t* a, int32_t nb, u
   if (nb & 1) repack_group<T, 1>(a + 32 * b, d + b, s + b, out);
 }
 
-template <ggml_type T> CV_AVX512 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
+template <ggml_type T, bool P> CV_AVX512 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
   constexpr size_t bs = layout<T>().bytes;
   int32_t b = 0;
-  for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, 8>(w + bs * b, out);
-  if (nb & 4) { unpack_group<T, 4>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
-  if (nb & 2) { unpack_group<T, 2>(w + bs * b, out); b += 2; out += w_group_bytes<T>(2); }
-  if (nb & 1) unpack_group<T, 1>(w + bs * b, out);
+  for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, 8, P>(w + bs * b, out);
+  if (nb & 4) { unpack_group<T, 4, P>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
+  if (nb & 2) { unpack_group<T, 2, P>(w + bs * b, out); b += 2; out += w_group_bytes<T>(2); }
+  if (nb & 1) unpack_group<T, 1, P>(w + bs * b, out);
 }
 
-/// A row block and the repacked activations of the call.
+/// One weight row (nb blocks at w) into the packed layout at out (the same number of bytes).
+template <ggml_type T> CV_AVX512 void pack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
+  constexpr size_t bs = layout<T>().bytes;
+  int32_t b = 0;
+  for (; b + 8 <= nb; b += 8) pack_group<T, 8>(w + bs * b, out + bs * b);
+  if (nb & 4) { pack_group<T, 4>(w + bs * b, out + bs * b); b += 4; }
+  if (nb & 2) { pack_group<T, 2>(w + bs * b, out + bs * b); b += 2; }
+  if (nb & 1) pack_group<T, 1>(w + bs * b, out + bs * b);
+}
 
 } // namespace conveyor::model::qmm512
 

@@ -26,6 +26,8 @@ void qmm_legacy_avx2(const qmm_job& j);
 void qmm_legacy_avx512(const qmm_job& j);
 void qmm_kquant_avx2(const qmm_job& j);
 void qmm_kquant_avx512(const qmm_job& j);
+/// qmm_pack_rows() for the AVX-512 legacy quant kernel (qmm_avx512_q.cpp).
+void qmm_legacy_avx512_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
 #endif
 
 } // namespace conveyor::model

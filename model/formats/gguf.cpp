@@ -108,6 +108,15 @@ gguf_file::gguf_file(gguf_file&&) noexcept = default;
 gguf_file& gguf_file::operator=(gguf_file&&) noexcept = default;
 gguf_file::~gguf_file() = default;
 
+void gguf_file::release_pages(const uint8_t* p, size_t n) const {
+  const auto* base = static_cast<const uint8_t*>(p_->map);
+  if (base == nullptr || p < base || n > p_->map_size || p - base > static_cast<std::ptrdiff_t>(p_->map_size - n)) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 const std::string& gguf_file::path() const { return p_->path; }
 uint32_t gguf_file::version() const { return p_->c.version; }
 uint32_t gguf_file::alignment() const { return p_->c.alignment; }

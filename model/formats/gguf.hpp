@@ -98,6 +98,10 @@ public:
   const gguf_tensor_info* find_tensor(std::string_view name) const;
   /// Pointer into the mapping; valid while this object lives.
   const uint8_t* tensor_data(const gguf_tensor_info& t) const;
+  /// Hints that [p, p + n) will not be read for a while: the whole pages of it inside open()'s
+  /// mapping leave resident memory (madvise MADV_DONTNEED; a later read faults them back in
+  /// from the file). Does nothing for other memory (an assembled file's buffers).
+  void release_pages(const uint8_t* p, size_t n) const;
 
 private:
   struct impl;

@@ -1,7 +1,8 @@
 // qmm_bench: times qmm_run() for the legacy weight types (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0)
 // on every available ISA, m in {1, 8, 32, 128, 512}, on SmolLM2-135M shapes (k=576: 960, 576,
 // 3072 rows; k=1536: 576 rows) and Llama-3-8B shapes (k=4096: 4096, 14336 rows). Single thread,
-// plus a 2-thread row split at m = 1 and 128. Prints a table; --json FILE writes the rows.
+// plus a 2-thread row split at m = 1 and 128. Prints a table; --json FILE writes the rows. Where
+// the ISA has a packed layout for the type (qmm_packs), rows "<isa>+pk" time the packed weights.
 //   qmm_bench [--json FILE] [--quick] [--type Q4_1] [--isa avx512] [--max-ops 2e10]
 // Timing: the best of repeated runs (at least 3 and 0.15 s). GB/s counts weight bytes read once
 // per call; GOP/s counts 2*m*n*k. Scalar runs above 3e8 multiply-adds are skipped (minutes).
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "usage: qmm_bench [--json FILE] [--quick] [--type T] [--isa I] [--max-ops N]\n"); return 2; }
   }
   std::vector<result> out;
-  std::printf("%-5s %-6s %-9s %5s %6s %4s %10s %8s %8s %10s\n", "type", "isa", "shape", "k", "n", "m", "ms", "GB/s",
+  std::printf("%-5s %-9s %-9s %5s %6s %4s %10s %8s %8s %10s\n", "type", "isa", "shape", "k", "n", "m", "ms", "GB/s",
               "GOP/s", "ms(2thr)");
   for (ggml_type t : kTypes) {
     if (!only_type.empty() && only_type != type_name(t)) continue;
@@ -106,12 +107,21 @@ int main(int argc, char** argv) {
       std::vector<uint8_t> act(stride * 512);
       for (int32_t i = 0; i < 512; ++i) quantize_act_row(cpu_isa::scalar, f, &x[static_cast<size_t>(i) * s.k], &act[stride * i], s.k);
       std::vector<float> c(static_cast<size_t>(512) * s.n);
-      for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512}) {
+      std::vector<uint8_t> wp;
+      for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+      for (bool packed : {false, true}) {
         if (!cpu_isa_available(isa) || (!only_isa.empty() && only_isa != cpu_isa_name(isa))) continue;
+        if (packed && !qmm_packs(isa, t)) continue;
+        if (packed) {
+          wp.resize(w.size());
+          qmm_pack_rows(isa, t, w.data(), s.n, s.k, wp.data());
+        }
+        const std::vector<uint8_t>& wv = packed ? wp : w;
+        const std::string isa_name = std::string(cpu_isa_name(isa)) + (packed ? "+pk" : "");
         for (int32_t m : kMs) {
           const double macs = static_cast<double>(m) * s.n * s.k;
           if (macs > (isa == cpu_isa::scalar ? 3e8 : max_ops)) continue;
-          qmm_job j{t, w.data(), wrow, s.n, s.k, act.data(), stride, m, c.data(), s.n, false};
+          qmm_job j{t, wv.data(), wrow, s.n, s.k, act.data(), stride, m, c.data(), s.n, false, packed};
           const double sec = best_time([&] { qmm_run(isa, j); }, min_s);
           double sec2 = 0.0;
           if (m == 1 || m == 128) {
@@ -119,16 +129,16 @@ int main(int argc, char** argv) {
               qmm_job a = j, b = j;
               a.n_rows = s.n / 2;
               b.n_rows = s.n - a.n_rows;
-              b.w = w.data() + wrow * static_cast<size_t>(a.n_rows);
+              b.w = wv.data() + wrow * static_cast<size_t>(a.n_rows);
               b.c = c.data() + a.n_rows;
               std::thread th([&] { qmm_run(isa, b); });
               qmm_run(isa, a);
               th.join();
             }, min_s);
           }
-          result r{type_name(t), cpu_isa_name(isa), s.name, s.k, s.n, m, 1e3 * sec, w.size() / sec / 1e9,
+          result r{type_name(t), isa_name, s.name, s.k, s.n, m, 1e3 * sec, w.size() / sec / 1e9,
                    2.0 * macs / sec / 1e9, 1e3 * sec2};
-          std::printf("%-5s %-6s %-9s %5d %6d %4d %10.4f %8.2f %8.2f %10.4f\n", r.type.c_str(), r.isa.c_str(),
+          std::printf("%-5s %-9s %-9s %5d %6d %4d %10.4f %8.2f %8.2f %10.4f\n", r.type.c_str(), r.isa.c_str(),
                       r.shape.c_str(), r.k, r.n, r.m, r.ms, r.gbs, r.gops, r.ms2);
           std::fflush(stdout);
           out.push_back(r);
