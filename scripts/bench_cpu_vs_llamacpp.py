@@ -113,6 +113,8 @@ class Bench:
         with open(path) as f:
             conv = json.load(f)
         self.raw["step_bench"] = conv
+        # step-bench's first line names the kernels' ISA and whether weights were repacked.
+        self.kernels = next((ln.split(": ", 1)[1] for ln in out.splitlines() + err.splitlines() if ": math " in ln), None)
         if steps:
             # One run per batch size: -npl 1,8,32,128 in one run gives every run 128 KV streams
             # (n_seq_max = the largest -npl), which made batch 1 ~50x slower than llama-bench's tg.
@@ -271,7 +273,8 @@ def fmt(v):
 def report(b, info):
     lines = [f"machine: {info['cpu']}, {info['cores']} cores, load average {' '.join('%.2f' % x for x in info['load_avg'])} "
              f"(after: {' '.join('%.2f' % x for x in info['load_avg_after'])}); threads {b.a.threads} both sides",
-             f"conveyor {info['commit']} ({b.a.conveyor}); llama.cpp {b.a.llama_dir}; model {b.a.model}", "",
+             f"conveyor {info['commit']} ({b.a.conveyor}); llama.cpp {b.a.llama_dir}; model {b.a.model}",
+             f"conveyor kernels: {info['conveyor_kernels']}" + (f" (CONVEYOR_ISA={info['conveyor_isa_cap']})" if info["conveyor_isa_cap"] else ""), "",
              "| measurement | conveyor | llama.cpp | ratio | target |", "|---|---|---|---|---|"]
     for r in b.rows:
         mark = "" if r["meets_target"] is None else " ✓" if r["meets_target"] else " ✗"
@@ -339,6 +342,8 @@ def main():
             keep_tmp.append(True)
             log(f"server logs and results kept in {tmp_root}")
     info["load_avg_after"] = list(os.getloadavg())
+    info["conveyor_kernels"] = getattr(b, "kernels", None) or "(not recorded: run steps or prefill)"
+    info["conveyor_isa_cap"] = os.environ.get("CONVEYOR_ISA", "")
     print(report(b, info))
     if args.json:
         with open(args.json, "w") as f:

@@ -10,8 +10,15 @@ set -euo pipefail
 
 version=0.3.36
 cache=${CONVEYOR_CACHE:-$HOME/.cache/conveyor}
-root=$cache/llama.cpp-$version
-src=$root/src
+# ISA=avx2: a second build, in llama.cpp-$version-avx2, with AVX2/FMA/F16C and nothing newer (no
+# AVX-512, no AVX-VNNI): llama.cpp as it runs on an AVX2-only host, for the AVX2 table of
+# docs/benchmarks.md on a host that has more (conveyor's side: CONVEYOR_ISA=avx2).
+isa=${ISA:-native}
+case $isa in
+  native) root=$cache/llama.cpp-$version ;;
+  avx2) root=$cache/llama.cpp-$version-avx2 ;;
+  *) echo "[build_llama_cpp] error: ISA must be native or avx2, not '$isa'" >&2; exit 2 ;;
+esac
 build=$root/build
 bin=$root/bin
 jobs=${JOBS:-2}
@@ -23,7 +30,13 @@ targets=(llama-bench llama-batched-bench llama-server llama-cli llama-simple lla
 # here: llama-server crashed in tinygemm_kernel_amx). conveyor's kernels use no AMX either, so the
 # comparison stays AVX-512 against AVX-512. Bump `recipe` when flags change (forces a rebuild).
 cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+isa_flags=(-DGGML_NATIVE=ON)
+if [[ $isa == avx2 ]]; then
+  isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+             -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
+fi
 recipe="r2 $cflags"
+[[ $isa == avx2 ]] && recipe+=" avx2"
 
 say() { echo "[build_llama_cpp] $*" >&2; }
 die() { echo "[build_llama_cpp] error: $*" >&2; exit 1; }
@@ -55,7 +68,7 @@ done
 
 say "configuring in $build"
 nice -n "$nice_level" cmake -S "$src" -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" -DLLAMA_CURL=OFF \
   -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_FLAGS="$cflags" -DCMAKE_CXX_FLAGS="$cflags" >&2
