@@ -89,7 +89,7 @@ void quantize_act_row(cpu_isa, act_format f, const float* x, uint8_t* out, int32
 }
 
 bool qmm_packs(cpu_isa isa, ggml_type w) {
-  if (isa != cpu_isa::avx512) return false;
+  if (isa == cpu_isa::scalar) return false;
   switch (w) {
     case ggml_type::q4_0: case ggml_type::q4_1: case ggml_type::q5_0: case ggml_type::q5_1: case ggml_type::q8_0:
       return true;
@@ -108,7 +108,9 @@ void qmm_pack_rows(cpu_isa isa, ggml_type w, const uint8_t* src, int32_t rows, i
   if (k <= 0 || k % 32 != 0) throw std::invalid_argument("qmm: k = " + std::to_string(k) + " is not a multiple of 32");
   if (!cpu_isa_available(isa)) throw std::invalid_argument(std::string("qmm: this CPU cannot run ") + cpu_isa_name(isa));
 #if defined(__x86_64__) || defined(__i386__)
-  if (rows > 0) qmm_legacy_avx512_pack(w, src, rows, k, dst);
+  if (rows <= 0) return;
+  if (isa == cpu_isa::avx512) qmm_legacy_avx512_pack(w, src, rows, k, dst);
+  else qmm_legacy_avx2_pack(w, src, rows, k, dst);
 #endif
 }
 

@@ -64,9 +64,10 @@ struct qmm_job {
   bool packed = false;              ///< w holds rows repacked by qmm_pack_rows() for this ISA
 };
 
-/// True when `isa`'s kernels have a packed layout for type `w` (AVX-512: Q4_0 Q4_1 Q5_0 Q5_1
-/// Q8_0): rows rearranged once at load so that the kernels load them without shuffles. Packed
-/// and raw rows give the same bits (batch invariance holds across both).
+/// True when `isa`'s kernels have a packed layout for type `w` (AVX2 and AVX-512: Q4_0 Q4_1
+/// Q5_0 Q5_1 Q8_0, a layout per ISA): rows rearranged once at load so that the kernels load
+/// them without shuffles (AVX-512) or convert 8 block scales at once (AVX2). Packed and raw
+/// rows give the same bits (batch invariance holds across both).
 bool qmm_packs(cpu_isa isa, ggml_type w);
 /// False when CONVEYOR_PACK_WEIGHTS=0 is in the environment (packing off, for A/B runs).
 bool qmm_pack_by_default();

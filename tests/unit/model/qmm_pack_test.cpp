@@ -68,49 +68,52 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 BOOST_AUTO_TEST_SUITE(qmm_pack)
 
 BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
-  if (!cpu_isa_available(cpu_isa::avx512)) {
-    BOOST_TEST_MESSAGE("no AVX-512 VNNI here: the only packed layout is not reachable");
-    BOOST_TEST(!qmm_packs(cpu_best_isa(), ggml_type::q4_1));
-    return;
-  }
   std::mt19937 g(17);
-  size_t compared = 0;
-  for (ggml_type t : kPacked)
-    for (int32_t k : {32, 64, 224, 480, 576, 1536}) {  // nb 1, 2, 7, 15, 18, 48: every group remainder
-      BOOST_TEST_CONTEXT(type_name(t) << " k=" << k) {
-        const int32_t rows = 13, m_all = 40;
-        const std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, m_all, k, g);
-        std::vector<uint8_t> packed(w.size());
-        qmm_pack_rows(cpu_isa::avx512, t, w.data(), rows, k, packed.data());
-        BOOST_TEST((packed != w));  // a layout of its own, not a copy
-        const size_t stride = act_row_bytes(act_format_for(t), k);
-        for (int32_t m : {1, 2, 5, 40})
-          for (int32_t r0 : {0, 3})
-            for (bool acc : {false, true}) {
-              const int32_t n = rows - r0;
-              std::vector<float> raw(static_cast<size_t>(m) * n, 0.5f), pk = raw;
-              qmm_job j{t, w.data() + row_bytes(t, k) * r0, row_bytes(t, k), n, k, act.data(), stride, m, raw.data(), n, acc};
-              qmm_run(cpu_isa::avx512, j);
-              j.w = packed.data() + row_bytes(t, k) * r0;
-              j.packed = true;
-              j.c = pk.data();
-              qmm_run(cpu_isa::avx512, j);
-              BOOST_TEST(same_bits(raw, pk), "m=" << m << " r0=" << r0 << " accumulate=" << acc);
-              ++compared;
-            }
-      }
+  size_t compared = 0, isas = 0;
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512}) {
+    if (!cpu_isa_available(isa)) {
+      BOOST_TEST_MESSAGE("this CPU has no " << cpu_isa_name(isa) << ": its packed layout is not tested here");
+      continue;
     }
-  BOOST_TEST(compared == 5u * 6u * 16u);
+    ++isas;
+    for (ggml_type t : kPacked)
+      for (int32_t k : {32, 64, 224, 480, 576, 1536}) {  // nb 1, 2, 7, 15, 18, 48: every group remainder
+        BOOST_TEST_CONTEXT(cpu_isa_name(isa) << " " << type_name(t) << " k=" << k) {
+          BOOST_TEST(qmm_packs(isa, t));
+          const int32_t rows = 13, m_all = 40;
+          const std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, m_all, k, g);
+          std::vector<uint8_t> packed(w.size());
+          qmm_pack_rows(isa, t, w.data(), rows, k, packed.data());
+          if (k > 32) BOOST_TEST((packed != w));  // a layout of its own, not a copy
+          const size_t stride = act_row_bytes(act_format_for(t), k);
+          for (int32_t m : {1, 2, 5, 40})
+            for (int32_t r0 : {0, 3})
+              for (bool acc : {false, true}) {
+                const int32_t n = rows - r0;
+                std::vector<float> raw(static_cast<size_t>(m) * n, 0.5f), pk = raw;
+                qmm_job j{t, w.data() + row_bytes(t, k) * r0, row_bytes(t, k), n, k, act.data(), stride, m, raw.data(), n, acc};
+                qmm_run(isa, j);
+                j.w = packed.data() + row_bytes(t, k) * r0;
+                j.packed = true;
+                j.c = pk.data();
+                qmm_run(isa, j);
+                BOOST_TEST(same_bits(raw, pk), "m=" << m << " r0=" << r0 << " accumulate=" << acc);
+                ++compared;
+              }
+        }
+      }
+  }
+  BOOST_TEST(compared == isas * 5u * 6u * 16u);
 }
 
 BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
-  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2})
-    for (ggml_type t : kPacked) BOOST_TEST(!qmm_packs(isa, t));
-  for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::bf16, ggml_type::q4_k, ggml_type::q6_k})
-    BOOST_TEST(!qmm_packs(cpu_isa::avx512, t));
+  for (ggml_type t : kPacked) BOOST_TEST(!qmm_packs(cpu_isa::scalar, t));
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512})
+    for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::bf16, ggml_type::q4_k, ggml_type::q6_k})
+      BOOST_TEST(!qmm_packs(isa, t));
   std::vector<uint8_t> w(row_bytes(ggml_type::q4_1, 64) * 2), out(w.size());
-  BOOST_CHECK_THROW(qmm_pack_rows(cpu_isa::avx2, ggml_type::q4_1, w.data(), 2, 64, out.data()), std::invalid_argument);
-  BOOST_CHECK_THROW(qmm_pack_rows(cpu_isa::avx512, ggml_type::f16, w.data(), 2, 64, out.data()), std::invalid_argument);
+  BOOST_CHECK_THROW(qmm_pack_rows(cpu_isa::scalar, ggml_type::q4_1, w.data(), 2, 64, out.data()), std::invalid_argument);
+  BOOST_CHECK_THROW(qmm_pack_rows(cpu_isa::avx2, ggml_type::f16, w.data(), 2, 64, out.data()), std::invalid_argument);
   // A packed job on an ISA that cannot read it is an error, not garbage.
   std::vector<uint8_t> act(act_row_bytes(act_format::q8_1, 64));
   std::vector<float> c(2);
@@ -120,9 +123,12 @@ BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
 }
 
 // A matrix of mixed parts (Q4_1, F16, Q8_0 rows): pack() repacks the two it has a layout for and
-// says which; cpu_matmul over the packed matrix gives the unpacked one's bits at every m.
+// says which; cpu_matmul over the packed matrix gives the unpacked one's bits at every m, on
+// every ISA (a matrix packed for another ISA is read raw).
 BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
-  const cpu_isa isa = cpu_best_isa();
+  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512}) {
+  if (!cpu_isa_available(isa)) continue;
+  BOOST_TEST_CONTEXT(cpu_isa_name(isa)) {
   std::mt19937 g(5);
   const int32_t k = 576;
   const std::vector<uint8_t> a = random_rows(ggml_type::q4_1, 70, k, g), b = random_rows(ggml_type::f16, 9, k, g),
@@ -147,6 +153,15 @@ BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
     mm.run(pool, raw, x.data(), m, want.data(), false);
     mm.run(pool, packed, x.data(), m, got.data(), false);
     BOOST_TEST(same_bits(want, got), "m=" << m);
+    if (isa != cpu_isa::scalar) {  // read by a matmul of another ISA: raw rows, that ISA's bits
+      cpu_matmul other(cpu_math::fast, cpu_isa::scalar);
+      std::vector<float> want_s(want.size()), got_s(want.size());
+      other.run(pool, raw, x.data(), m, want_s.data(), false);
+      other.run(pool, packed, x.data(), m, got_s.data(), false);
+      BOOST_TEST(same_bits(want_s, got_s), "scalar m=" << m);
+    }
+  }
+  }
   }
 }
 
@@ -180,7 +195,7 @@ BOOST_AUTO_TEST_CASE(models_give_the_same_logits_packed_or_not) {
         hash[pack] = seqs[0].logits_hash ^ (seqs[1].logits_hash * 31);
         out[pack] = seqs[0].out;
         out[pack].insert(out[pack].end(), seqs[1].out.begin(), seqs[1].out.end());
-        if (pack == 1 && qmm_packs(cpu_best_isa(), ggml_type::q4_1))
+        if (pack == 1 && qmm_packs(cpu_best_isa(), ggml_type::q4_1))  // (scalar hosts pack nothing)
           BOOST_TEST(ex.compute_summary().find("repacked for") != std::string::npos, ex.compute_summary());
       }
       BOOST_TEST(hash[0] == hash[1]);
