@@ -106,6 +106,32 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
   BOOST_TEST(compared == isas * 5u * 6u * 16u);
 }
 
+// The AVX2 and AVX-512 kernels of the quantized legacy types do the same float operations per
+// (row, token) in the same order (block-per-lane groups), so they give the same bits.
+BOOST_AUTO_TEST_CASE(avx2_and_avx512_give_the_same_bits) {
+  if (!cpu_isa_available(cpu_isa::avx512)) {
+    BOOST_TEST_MESSAGE("no AVX-512 VNNI here: nothing to compare the AVX2 kernel with");
+    return;
+  }
+  std::mt19937 g(23);
+  for (ggml_type t : kPacked)
+    for (int32_t k : {32, 224, 480, 576}) {
+      BOOST_TEST_CONTEXT(type_name(t) << " k=" << k) {
+        const int32_t rows = 11;
+        const std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, 9, k, g);
+        const size_t stride = act_row_bytes(act_format_for(t), k);
+        for (int32_t m : {1, 9}) {
+          std::vector<float> c2(static_cast<size_t>(m) * rows), c5(c2.size());
+          qmm_job j{t, w.data(), row_bytes(t, k), rows, k, act.data(), stride, m, c2.data(), rows, false};
+          qmm_run(cpu_isa::avx2, j);
+          j.c = c5.data();
+          qmm_run(cpu_isa::avx512, j);
+          BOOST_TEST(same_bits(c2, c5), "m=" << m);
+        }
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
   for (ggml_type t : kPacked) BOOST_TEST(!qmm_packs(cpu_isa::scalar, t));
   for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512})
