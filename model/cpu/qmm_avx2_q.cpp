@@ -206,8 +206,10 @@ template <ggml_type T, bool P, int G> CV_AVX2 inline void unpack_group(const uin
   if constexpr (has_min<T>()) _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G + 32), mv);
 }
 
-template <ggml_type T, bool P> CV_AVX2 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
+/// Unpacks a row (nb blocks at w) into out, prefetching the row pf bytes ahead as it goes.
+template <ggml_type T, bool P> CV_AVX2 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out, size_t pf) {
   constexpr size_t bs = layout<T>().bytes;
+  for (size_t l = 0; l < bs * static_cast<size_t>(nb); l += 64) _mm_prefetch(reinterpret_cast<const char*>(w + pf + l), _MM_HINT_T0);
   int32_t b = 0;
   for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, P, 8>(w + bs * b, out);
   if (nb & 4) { unpack_group<T, P, 4>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
@@ -247,13 +249,14 @@ template <ggml_type T, bool P> CV_AVX2 void run(const qmm_job& j) {
     return;
   }
   uint8_t* wb = aligned64(wbuf, wstride * kRows);
+  const size_t pf = static_cast<size_t>(kPrefetchRows) * j.w_row_bytes;  // short row chunks: see group1
   c.wb = wb;
   for (int32_t tc = 0; tc < j.m; tc += kChunk) {
     const int32_t te = std::min(j.m, tc + kChunk);
     for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRows) {
       const int rn = std::min(kRows, j.n_rows - r0);
       c.r0 = r0;
-      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i);
+      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i, pf);
       for (int32_t t0 = tc; t0 < te; t0 += kToks) {
         const int tn = std::min(kToks, te - t0);
         table[static_cast<size_t>((rn - 1) * kToks + tn - 1)](c, t0);

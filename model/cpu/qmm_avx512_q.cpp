@@ -222,13 +222,14 @@ template <ggml_type T, bool P> CV_AVX512 void run(const qmm_job& j) {
     return;
   }
   uint8_t* wb = aligned64(wbuf, wstride * kRows);
+  const size_t pf = static_cast<size_t>(kPrefetchRows) * j.w_row_bytes;  // short row chunks: see group1
   c.wb = wb;
   for (int32_t tc = 0; tc < j.m; tc += kChunk) {
     const int32_t te = std::min(j.m, tc + kChunk);
     for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRows) {
       const int rn = std::min(kRows, j.n_rows - r0);
       c.r0 = r0;
-      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i);
+      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i, pf);
       for (int32_t t0 = tc; t0 < te; t0 += kToks) {
         const int tn = std::min(kToks, te - t0);
         table[static_cast<size_t>((rn - 1) * kToks + tn - 1)](c, t0);

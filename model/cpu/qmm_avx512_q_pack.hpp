@@ -316,8 +316,10 @@ template <ggml_type T> CV_AVX512 void repack_row(const uint8_t* a, int32_t nb, u
   if (nb & 1) repack_group<T, 1>(a + 32 * b, d + b, s + b, out);
 }
 
-template <ggml_type T, bool P> CV_AVX512 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out) {
+/// Unpacks a row (nb blocks at w) into out, prefetching the row pf bytes ahead as it goes.
+template <ggml_type T, bool P> CV_AVX512 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out, size_t pf) {
   constexpr size_t bs = layout<T>().bytes;
+  for (size_t l = 0; l < bs * static_cast<size_t>(nb); l += 64) _mm_prefetch(reinterpret_cast<const char*>(w + pf + l), _MM_HINT_T0);
   int32_t b = 0;
   for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, 8, P>(w + bs * b, out);
   if (nb & 4) { unpack_group<T, 4, P>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
