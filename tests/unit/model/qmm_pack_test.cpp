@@ -151,10 +151,7 @@ BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
 // A matrix of mixed parts (Q4_1, F16, Q8_0 rows): pack() repacks the two it has a layout for and
 // says which; cpu_matmul over the packed matrix gives the unpacked one's bits at every m, on
 // every ISA (a matrix packed for another ISA is read raw).
-BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
-  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512}) {
-  if (!cpu_isa_available(isa)) continue;
-  BOOST_TEST_CONTEXT(cpu_isa_name(isa)) {
+static void check_packed_matrix(cpu_isa isa) {
   std::mt19937 g(5);
   const int32_t k = 576;
   const std::vector<uint8_t> a = random_rows(ggml_type::q4_1, 70, k, g), b = random_rows(ggml_type::f16, 9, k, g),
@@ -187,8 +184,11 @@ BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
       BOOST_TEST(same_bits(want_s, got_s), "scalar m=" << m);
     }
   }
-  }
-  }
+}
+
+BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
+  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+    if (cpu_isa_available(isa)) BOOST_TEST_CONTEXT(cpu_isa_name(isa)) { check_packed_matrix(isa); }
 }
 
 // Whole models: logits bit for bit with and without packing (the legacy-type tiny model and
