@@ -40,13 +40,6 @@ template <ggml_type T> constexpr blk_layout layout() {
 template <ggml_type T> constexpr bool has_min() { return layout<T>().m >= 0; }
 template <ggml_type T> constexpr bool has_corr() { return layout<T>().off != 0; }
 
-/// Element dword held by vector i, lane L of a group of G blocks (lane L: block L / (8 / G)).
-constexpr int d_of(int G, int i, int L) {
-  if (G == 1) return L;
-  const int h = G / 2, per = 8 / G;
-  return (i % h) * per + L % per + 4 * (i / h);
-}
-
 /// Activation group: G vectors, [corr], da, [s]; weight group (unpacked): G vectors, dw, [mins].
 template <ggml_type T> constexpr int act_group_bytes(int G) { return 32 * G + (has_corr<T>() ? 32 : 0) + 32 + (has_min<T>() ? 32 : 0); }
 template <ggml_type T> constexpr int w_group_bytes(int G) { return 32 * G + 32 + (has_min<T>() ? 32 : 0); }
@@ -54,42 +47,9 @@ template <ggml_type T, int (*F)(int)> constexpr size_t row_bytes(int32_t nb) {
   return static_cast<size_t>(nb / 8) * F(8) + ((nb & 4) ? F(4) : 0) + ((nb & 2) ? F(2) : 0) + ((nb & 1) ? F(1) : 0);
 }
 
-CV_AVX2 inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-CV_AVX2 inline void st(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-CV_AVX2 inline __m256i ld2(const uint8_t* lo, const uint8_t* hi) {
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
-                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
-}
-
-/// The G/2 vectors of a group (G >= 2) from 16-byte chunks at s + stride * c (c < G).
-template <int G> CV_AVX2 inline void gather16(const uint8_t* s, size_t sd, __m256i* out) {
-  if constexpr (G == 8) {
-    const __m256i y0 = ld2(s, s + 4 * sd), y1 = ld2(s + sd, s + 5 * sd);
-    const __m256i y2 = ld2(s + 2 * sd, s + 6 * sd), y3 = ld2(s + 3 * sd, s + 7 * sd);
-    const __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
-    const __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
-    out[0] = _mm256_unpacklo_epi64(t0, t2);
-    out[1] = _mm256_unpackhi_epi64(t0, t2);
-    out[2] = _mm256_unpacklo_epi64(t1, t3);
-    out[3] = _mm256_unpackhi_epi64(t1, t3);
-  } else if constexpr (G == 4) {
-    const __m256i y0 = ld2(s, s + 2 * sd), y1 = ld2(s + sd, s + 3 * sd);
-    out[0] = _mm256_unpacklo_epi64(y0, y1);
-    out[1] = _mm256_unpackhi_epi64(y0, y1);
-  } else {
-    out[0] = ld2(s, s + sd);
-  }
-}
-
-/// The G 8-bit vectors of a group of 32-byte blocks at p (stride sd): activations, Q8_0 weights.
-template <int G> CV_AVX2 inline void gather32(const uint8_t* p, size_t sd, __m256i* v) {
-  if constexpr (G == 1) {
-    v[0] = ld(p);
-  } else {
-    gather16<G>(p, sd, v);
-    gather16<G>(p + 16, sd, v + G / 2);
-  }
-}
+#define QMM_TARGET CV_AVX2
+#include "model/cpu/qmm_lane_gather.hpp"  // ld, st, ld2, gather16, gather32, dword_of_blocks, d_of
+#undef QMM_TARGET
 
 /// Lane L -> block L / (8 / G), as permutevar8x32 indices.
 template <int G> CV_AVX2 inline __m256i lane_block() {
@@ -116,22 +76,6 @@ template <int G, int i> CV_AVX2 inline __m256i add_high(__m256i v, __m256i qhv) 
 
 template <int... I, class F> CV_AVX2 inline void for_i(std::integer_sequence<int, I...>, F&& f) {
   (f(std::integral_constant<int, I>{}), ...);
-}
-
-/// Lane L: the first dword of block L / (8 / G) (blocks bs bytes apart from p).
-template <int G> CV_AVX2 inline __m256i word_of_blocks(const uint8_t* p, size_t bs) {
-  if constexpr (G == 8) {  // 16-byte loads stay inside each block (header, qh: offset + 16 <= bytes)
-    const __m256i y0 = ld2(p, p + 4 * bs), y1 = ld2(p + bs, p + 5 * bs);
-    const __m256i y2 = ld2(p + 2 * bs, p + 6 * bs), y3 = ld2(p + 3 * bs, p + 7 * bs);
-    return _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(y0, y1), _mm256_unpacklo_epi32(y2, y3));
-  } else {
-    auto u = [&](int c) {
-      int32_t x;
-      std::memcpy(&x, p + static_cast<size_t>(c / (8 / G)) * bs, 4);
-      return x;
-    };
-    return _mm256_setr_epi32(u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7));
-  }
 }
 
 /// 8 f16 from the low (hi = false) or high halves of v's dwords, as f32.
@@ -176,9 +120,9 @@ template <ggml_type T, int G> CV_AVX2 inline void load_wgroup(const uint8_t* p, 
   } else {
     __m256i pk[G / 2];
     gather16<G>(p + L.qs, bs, pk);
-    split_nibbles<T, G>(pk, L.qh >= 0 ? word_of_blocks<G>(p + (L.qh >= 0 ? L.qh : 0), bs) : _mm256_setzero_si256(), v);
+    split_nibbles<T, G>(pk, L.qh >= 0 ? dword_of_blocks<G>(p + (L.qh >= 0 ? L.qh : 0), bs) : _mm256_setzero_si256(), v);
   }
-  const __m256i h = word_of_blocks<G>(p, bs);
+  const __m256i h = dword_of_blocks<G>(p, bs);
   dw = halves_of<false>(h);
   if constexpr (has_min<T>()) mv = first_of_block<G>(halves_of<true>(h));
 }
