@@ -108,11 +108,16 @@ namespace kq {
 /// AVX-512 kernel uses it for m = 1, and m = 2 of Q4_K/Q5_K): 8 weight rows per tile, the float
 /// step vectorised across the rows.
 inline constexpr int32_t small_m = 4;
+/// AVX-512 steps of at least this many tokens take the row-lane kernel (qmm_k_avx512_wide.cpp):
+/// 16 rows unpacked once per call into a row-interleaved scratch that every token then reuses.
+inline constexpr int32_t wide_m = 16;
 } // namespace kq
 
 #if defined(__x86_64__) || defined(__i386__)
 /// Small steps (1 <= m <= kq::small_m) of qmm_kquant_avx2 / qmm_kquant_avx512: the same bits.
 void qmm_kquant_avx2_small(const qmm_job& j);
+/// Long steps (m >= kq::wide_m) of qmm_kquant_avx512: the same bits.
+void qmm_kquant_avx512_wide(const qmm_job& j);
 #endif
 
 } // namespace conveyor::model

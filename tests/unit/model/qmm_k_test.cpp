@@ -3,7 +3,8 @@
 // reference over dequantize_row() and the dequantized activations, a stated bound against f32
 // activations, ISA agreement, bitwise batch invariance (m, row offset, tile), accumulate / ldc,
 // k up to 14336, unaligned weight rows, m up to 512, and the small-step kernel (m <= 4: 8-row
-// tiles) inside bigger runs at row offsets and counts that are not multiples of its tile.
+// tiles) inside bigger runs at row offsets and counts that are not multiples of its tile, and the
+// AVX-512 row-lane kernel of long steps (m >= kq::wide_m) against scalar, bit for bit.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -333,6 +334,38 @@ BOOST_AUTO_TEST_CASE(small_steps_are_batch_invariant_and_match_scalar) {
           BOOST_TEST(same_bits(c[i], ref[i]), type_name(t) << " " << cpu_isa_name(isa) << " k=14336 m=" << m << " i=" << i);
       }
   }
+}
+
+BOOST_AUTO_TEST_CASE(wide_steps_match_scalar_bit_for_bit) {
+  // m >= kq::wide_m: AVX-512 takes the row-lane kernel (16-row groups unpacked once per call).
+  // Row ranges that start and end inside a 16-row group, k = 256 (one block) and 14336 (the
+  // next-block prefetch runs past the row), accumulate and a padded activation stride.
+  std::mt19937 rng(8);
+  for (ggml_type t : kTypes)
+    for (int32_t k : {256, 14336}) {
+      const int32_t rows = 37, m = 40;
+      const kmat w = random_weights(t, rows, k, rng);
+      const std::vector<uint8_t> act = quantize_acts(random_floats(static_cast<size_t>(m) * k, rng), m, k, 7);
+      const size_t rb = act.size() / m;
+      const std::vector<float> ref = run_all(cpu_isa::scalar, w, act, m);
+      for (cpu_isa isa : isas())
+        for (int32_t mm : {kq::wide_m, kq::wide_m + 1, m})
+          for (auto [row0, n] : {std::pair{0, rows}, std::pair{3, 16}, std::pair{5, 31}, std::pair{20, 17}}) {
+            std::vector<float> c(static_cast<size_t>(mm) * rows, -3.0f), acc(c.size(), 0.5f);
+            run(isa, w, w.raw.data(), row0, n, act, rb, mm, c.data(), rows);
+            run(isa, w, w.raw.data(), row0, n, act, rb, mm, acc.data(), rows, true);
+            size_t bad = 0;
+            for (int32_t tk = 0; tk < mm; ++tk)
+              for (int32_t r = 0; r < rows; ++r) {
+                const size_t i = static_cast<size_t>(tk) * rows + r;
+                const bool in = r >= row0 && r < row0 + n;
+                bad += same_bits(c[i], in ? ref[i] : -3.0f) ? 0 : 1;
+                bad += same_bits(acc[i], in ? 0.5f + ref[i] : 0.5f) ? 0 : 1;
+              }
+            BOOST_TEST(bad == 0u, type_name(t) << " " << cpu_isa_name(isa) << " k=" << k << " m=" << mm << " rows " << row0
+                                               << "+" << n);
+          }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
