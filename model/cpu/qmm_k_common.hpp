@@ -110,6 +110,8 @@ namespace kq {
 inline constexpr int32_t small_m = 4;
 /// AVX-512 steps of at least this many tokens take the row-lane kernel (qmm_k_avx512_wide.cpp):
 /// 16 rows unpacked once per call into a row-interleaved scratch that every token then reuses.
+/// qmm-k-bench on Llama-3-8B shapes (best of 5, one thread): even with the tiles at m = 16,
+/// 10-40% ahead at m = 24.
 inline constexpr int32_t wide_m = 16;
 } // namespace kq
 

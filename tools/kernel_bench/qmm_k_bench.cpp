@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
       std::vector<float> c(static_cast<size_t>(512) * s.n_rows);
       for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512}) {
         if (!cpu_isa_available(isa) || !listed(isa_list, cpu_isa_name(isa))) continue;
-        for (int32_t m : {1, 2, 3, 4, 8, 32, 128, 512})
+        for (int32_t m : {1, 2, 3, 4, 8, 16, 24, 32, 128, 512})
           for (int32_t thr : {1, 2}) {
             if (!listed(ms_list, std::to_string(m))) continue;
             if ((thr == 2 && m > 4 && m != 128) || (isa == cpu_isa::scalar && m > 8 && !full)) continue;
