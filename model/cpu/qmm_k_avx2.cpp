@@ -168,6 +168,7 @@ CV_AVX2 void tile(const qmm_job& j, int32_t r0, int32_t r1, int32_t t0, const ui
 
 template <ggml_type T> CV_AVX2 void run(const qmm_job& j) {
   if (j.m <= kq::small_m) return qmm_kquant_avx2_small(j);
+  if (j.m >= kq::wide_m && kq::wide_enabled()) return qmm_kquant_avx2_wide(j);
   using tile_fn = void (*)(const qmm_job&, int32_t, int32_t, int32_t, const uint8_t*);
   static constexpr tile_fn tiles[8] = {tile<T, 1>, tile<T, 2>, tile<T, 3>, tile<T, 4>,
                                        tile<T, 5>, tile<T, 6>, tile<T, 7>, tile<T, 8>};

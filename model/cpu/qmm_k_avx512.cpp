@@ -20,8 +20,6 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "model/cpu/qmm_k_common.hpp"
@@ -207,20 +205,11 @@ CV_AVX512 void tile(const qmm_job& j, int32_t r0, int32_t r1, int32_t t0, const 
   }
 }
 
-/// CONVEYOR_KQ_WIDE=0 keeps long steps on the tiles below (A/B runs of qmm_k_avx512_wide.cpp).
-bool force_tiles() {
-  static const bool off = [] {
-    const char* v = std::getenv("CONVEYOR_KQ_WIDE");
-    return v != nullptr && std::string(v) == "0";
-  }();
-  return off;
-}
-
 template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
   // One token (two for Q4_K/Q5_K): the AVX2 8-row kernel, faster there than these tiles whose
   // per-block permutes are shared by too few tokens (measured; same bits either way).
   if (j.m == 1 || (j.m == 2 && T != ggml_type::q6_k)) return qmm_kquant_avx2_small(j);
-  if (j.m >= kq::wide_m && !force_tiles()) return qmm_kquant_avx512_wide(j);
+  if (j.m >= kq::wide_m && kq::wide_enabled()) return qmm_kquant_avx512_wide(j);
   using tile_fn = void (*)(const qmm_job&, int32_t, int32_t, int32_t, const uint8_t*, const uint8_t*);
   static constexpr tile_fn tiles[8] = {tile<T, 1>, tile<T, 2>, tile<T, 3>, tile<T, 4>,
                                        tile<T, 5>, tile<T, 6>, tile<T, 7>, tile<T, 8>};

@@ -39,47 +39,9 @@ template <ggml_type T> struct layout {
   static constexpr size_t w = 0, sc = 4096, pr = sc + 64 * ns, d = pr + 512, dmin = d + 64, bytes = dmin + 64;
 };
 
-CV_AVX512 inline __m256i ld32b(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-CV_AVX512 inline void st32b(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-inline int32_t ld_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-/// One block's 256 elements as unsigned bytes in element order (Q6_K: q + 32, i.e. 0..63).
-template <ggml_type T> CV_AVX512 inline void unpack_bytes(const uint8_t* blk, uint8_t* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == ggml_type::q6_k) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int n = 0; n < 2; ++n) {
-      const __m256i a = ld32b(blk + 64 * n), b = ld32b(blk + 64 * n + 32), h = ld32b(blk + 128 + 32 * n);
-      const auto hi = [&](int s) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, s), m3), 4); };
-      st32b(out + 128 * n, _mm256_or_si256(_mm256_and_si256(a, m4), hi(0)));
-      st32b(out + 128 * n + 32, _mm256_or_si256(_mm256_and_si256(b, m4), hi(2)));
-      st32b(out + 128 * n + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), hi(4)));
-      st32b(out + 128 * n + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4), hi(6)));
-    }
-  } else {
-    constexpr bool five = T == ggml_type::q5_k;
-    const uint8_t* qs = blk + (five ? 48 : 16);
-    const __m256i qh = five ? ld32b(blk + 16) : _mm256_setzero_si256(), b4 = _mm256_set1_epi8(0x10);
-    const auto bit = [&](int u) {  // 0x10 where bit u of qh is set
-      const __m256i m = _mm256_set1_epi8(static_cast<char>(1 << u));
-      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), b4);
-    };
-    for (int g = 0; g < 4; ++g) {
-      const __m256i q = ld32b(qs + 32 * g);
-      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      if constexpr (five) {
-        lo = _mm256_or_si256(lo, bit(2 * g));
-        hi = _mm256_or_si256(hi, bit(2 * g + 1));
-      }
-      st32b(out + 64 * g, lo);
-      st32b(out + 64 * g + 32, hi);
-    }
-  }
-}
+#define QMM_TARGET CV_AVX512
+#include "model/cpu/qmm_k_rowlane.hpp"
+#undef QMM_TARGET
 
 /// out zmm i (i < 64) = dword i of each of the 16 rows of `bytes`: four 16 x 16 dword
 /// transposes (unpack 32, unpack 64, then a 4 x 4 transpose of 128-bit lanes).
@@ -126,30 +88,9 @@ CV_AVX512 void prepare(const uint8_t* w, size_t row_bytes, int nr, int32_t b, ui
   auto* dmin = reinterpret_cast<float*>(s + L::dmin);
   for (int r = 0; r < nr; ++r) {
     const uint8_t* blk = w + row_bytes * static_cast<size_t>(r) + bb * static_cast<size_t>(b);
-    // The next block of each row: 16 short strided streams that the hardware prefetcher
-    // does not follow well (a block's tiles take long enough for it to arrive).
-    // NOTE: past the last block it prefetches the next row's start (harmless: never faults).
-    for (size_t o = 0; o < bb + 63; o += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + bb + std::min(o, bb - 1)), _MM_HINT_T0);
+    prefetch_next<T>(blk);
     unpack_bytes<T>(blk, bytes[r]);
-    if constexpr (T == ggml_type::q6_k) {
-      for (int p = 0; p < 16; ++p) {
-        const int v = static_cast<int8_t>(blk[192 + p]);
-        sc[kRows * p + r] = v;
-        pr[2 * (kRows * (p / 2) + r) + p % 2] = static_cast<int16_t>(-32 * v);
-      }
-      d[r] = kq::load_f16(blk + 208);
-    } else {
-      uint64_t scv, mnv;
-      kq::unpack_scales(blk + 4, &scv, &mnv);
-      for (int jj = 0; jj < 8; ++jj) {
-        sc[kRows * jj + r] = static_cast<int32_t>((scv >> (8 * jj)) & 0xFF);
-        const auto mn = static_cast<int16_t>((mnv >> (8 * jj)) & 0xFF);
-        pr[2 * (kRows * jj + r)] = mn;
-        pr[2 * (kRows * jj + r) + 1] = mn;
-      }
-      d[r] = kq::load_f16(blk);
-      dmin[r] = kq::load_f16(blk + 2);
-    }
+    row_scales<T, kRows>(blk, r, sc, pr, d, dmin);
   }
   transpose(bytes, s + L::w);
 }

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "model/cpu/qmm.hpp"
 #include "model/formats/dequant.hpp"
@@ -108,18 +110,28 @@ namespace kq {
 /// AVX-512 kernel uses it for m = 1, and m = 2 of Q4_K/Q5_K): 8 weight rows per tile, the float
 /// step vectorised across the rows.
 inline constexpr int32_t small_m = 4;
-/// AVX-512 steps of at least this many tokens take the row-lane kernel (qmm_k_avx512_wide.cpp):
-/// 16 rows unpacked once per call into a row-interleaved scratch that every token then reuses.
+/// Steps of at least this many tokens take the row-lane kernels (qmm_k_avx512_wide.cpp,
+/// qmm_k_avx2_wide.cpp): 16 (8) rows unpacked once per call into a row-interleaved scratch that
+/// every token then reuses.
 /// qmm-k-bench on Llama-3-8B shapes (best of 5, one thread): even with the tiles at m = 16,
 /// 10-40% ahead at m = 24.
 inline constexpr int32_t wide_m = 16;
+/// False when CONVEYOR_KQ_WIDE=0 is in the environment: long steps stay on the tiles (A/B runs).
+inline bool wide_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("CONVEYOR_KQ_WIDE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 } // namespace kq
 
 #if defined(__x86_64__) || defined(__i386__)
 /// Small steps (1 <= m <= kq::small_m) of qmm_kquant_avx2 / qmm_kquant_avx512: the same bits.
 void qmm_kquant_avx2_small(const qmm_job& j);
-/// Long steps (m >= kq::wide_m) of qmm_kquant_avx512: the same bits.
+/// Long steps (m >= kq::wide_m) of qmm_kquant_avx512 / qmm_kquant_avx2: the same bits.
 void qmm_kquant_avx512_wide(const qmm_job& j);
+void qmm_kquant_avx2_wide(const qmm_job& j);
 #endif
 
 } // namespace conveyor::model

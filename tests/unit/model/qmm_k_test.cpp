@@ -4,7 +4,7 @@
 // activations, ISA agreement, bitwise batch invariance (m, row offset, tile), accumulate / ldc,
 // k up to 14336, unaligned weight rows, m up to 512, and the small-step kernel (m <= 4: 8-row
 // tiles) inside bigger runs at row offsets and counts that are not multiples of its tile, and the
-// AVX-512 row-lane kernel of long steps (m >= kq::wide_m) against scalar, bit for bit.
+// row-lane kernels of long steps (m >= kq::wide_m, AVX-512 and AVX2) against scalar, bit for bit.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -337,7 +337,7 @@ BOOST_AUTO_TEST_CASE(small_steps_are_batch_invariant_and_match_scalar) {
 }
 
 BOOST_AUTO_TEST_CASE(wide_steps_match_scalar_bit_for_bit) {
-  // m >= kq::wide_m: AVX-512 takes the row-lane kernel (16-row groups unpacked once per call).
+  // m >= kq::wide_m: the row-lane kernels (16-row groups on AVX-512, 8 on AVX2, unpacked once per call).
   // Row ranges that start and end inside a 16-row group, k = 256 (one block) and 14336 (the
   // next-block prefetch runs past the row), accumulate and a padded activation stride.
   std::mt19937 rng(8);
@@ -366,6 +366,33 @@ BOOST_AUTO_TEST_CASE(wide_steps_match_scalar_bit_for_bit) {
                                                << "+" << n);
           }
     }
+}
+
+BOOST_AUTO_TEST_CASE(row_lane_sums_hold_at_extreme_values) {
+  // The AVX2 row-lane kernel adds maddubs pair sums in int16 before widening (Q4_K 8 groups,
+  // Q5_K 4, Q6_K 2): largest quants (every bit set, Q6_K scales 127) against activations of
+  // +-127 make those sums as large as they get; random data never comes close.
+  std::mt19937 rng(9);
+  for (ggml_type t : kTypes) {
+    const int32_t rows = 11, k = 512, m = kq::wide_m;
+    kmat w = random_weights(t, rows, k, rng);
+    const size_t bb = kq::block_bytes_of(t);
+    for (size_t off = 0; off < w.raw.size(); off += bb)
+      for (size_t i = 0; i < bb; ++i) {
+        const bool scale_field = t == ggml_type::q6_k ? i >= 208 : i < 4;
+        if (!scale_field) w.raw[off + i] = t == ggml_type::q6_k && i >= 192 ? 0x7F : 0xFF;
+      }
+    std::vector<float> x(static_cast<size_t>(m) * k);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i / static_cast<size_t>(k)) % 2 == 0 ? 1.0f : -1.0f;
+    const std::vector<uint8_t> act = quantize_acts(x, m, k);
+    const std::vector<float> ref = run_all(cpu_isa::scalar, w, act, m);
+    for (cpu_isa isa : isas()) {
+      const std::vector<float> c = run_all(isa, w, act, m);
+      size_t bad = 0;
+      for (size_t i = 0; i < c.size(); ++i) bad += same_bits(c[i], ref[i]) ? 0 : 1;
+      BOOST_TEST(bad == 0u, type_name(t) << " " << cpu_isa_name(isa));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
