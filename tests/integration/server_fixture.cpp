@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
+#include <stdexcept>
 #include <zmq_addon.hpp>
 
 #include "engine/null_executor.hpp"
@@ -44,6 +45,16 @@ server::server(const std::string& executor, std::function<void(serve::runtime_op
 
 server::~server() { rt->shutdown(5.0); }
 
+namespace {
+/// Producers run on worker threads in several tests, and Boost.Test's assertions are not
+/// thread-safe (even a passing one writes the shared "last checkpoint": four threads doing so at
+/// once crashed streams/sixty_four_jobs_from_four_producers with std::length_error). A failed
+/// check throws instead; Boost reports it on the test's thread.
+void require(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(what);
+}
+} // namespace
+
 producer::producer(const serve::runtime& rt)
     : dealer_(ctx_, zmq::socket_type::dealer), sub_(ctx_, zmq::socket_type::sub), push_(ctx_, zmq::socket_type::push) {
   for (auto* s : {&dealer_, &sub_, &push_}) s->set(zmq::sockopt::linger, 0);
@@ -55,14 +66,14 @@ producer::producer(const serve::runtime& rt)
   // Slow joiner: wait until a heartbeat arrives, so later subscriptions ride a live connection.
   sub_.set(zmq::sockopt::rcvtimeo, 5000);
   std::vector<zmq::message_t> parts;
-  BOOST_REQUIRE_MESSAGE(zmq::recv_multipart(sub_, std::back_inserter(parts)), "no heartbeat from the server within 5 s");
+  require(zmq::recv_multipart(sub_, std::back_inserter(parts)).has_value(), "no heartbeat from the server within 5 s");
   sub_.set(zmq::sockopt::unsubscribe, "sys/");
 }
 
 json producer::request_raw(const std::string& bytes) {
   dealer_.send(zmq::buffer(bytes), zmq::send_flags::none);
   zmq::message_t reply;
-  BOOST_REQUIRE_MESSAGE(dealer_.recv(reply), "no reply within 60 s");
+  require(dealer_.recv(reply).has_value(), "no reply within 60 s");
   return json::from_msgpack(std::string(static_cast<const char*>(reply.data()), reply.size()));
 }
 
