@@ -1,10 +1,7 @@
-// K-quant qmm (Q4_K, Q5_K, Q6_K weights x Q8_K activations) on every ISA this CPU has: the Q8_K
-// quantizer (ggml's rounding, determinism, zero/inf/NaN rows), accuracy against a double
-// reference over dequantize_row() and the dequantized activations, a stated bound against f32
-// activations, ISA agreement, bitwise batch invariance (m, row offset, tile), accumulate / ldc,
-// k up to 14336, unaligned weight rows, m up to 512, and the small-step kernel (m <= 4: 8-row
-// tiles) inside bigger runs at row offsets and counts that are not multiples of its tile, and the
-// row-lane kernels of long steps (m >= kq::wide_m, AVX-512 and AVX2) against scalar, bit for bit.
+// K-quant qmm (Q4_K/Q5_K/Q6_K x Q8_K) on every ISA this CPU has: the Q8_K quantizer, accuracy
+// against a double reference and an f32 bound, ISA agreement, bitwise batch invariance, accumulate
+// / ldc, k up to 14336, unaligned rows, m up to 512, the small-step kernel (m <= 4) and the
+// row-lane kernels (m >= kq::wide_m) against scalar bit for bit, at odd row offsets and counts.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
