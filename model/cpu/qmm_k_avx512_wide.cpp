@@ -2,12 +2,12 @@
 // Lanes are weight rows, not elements: 16 rows' blocks are unpacked once per call into a
 // row-interleaved scratch (zmm i of a block holds elements 4i..4i+3 of each of the 16 rows, as
 // unsigned bytes), and every token then runs vpdpbusd against it with its own 4 activation bytes
-// broadcast from the Q8_K block as stored ({1to16}). A sub-block's dot is therefore already a
-// per-row int32 in its lane: times the row's scale (vpmulld), summed over the sub-blocks, and the
-// mins (or Q6_K's -32 offset) come from vpdpwssd of per-row int16 pairs with the token's bsums.
-// No horizontal reduction is left: the tile is 16 rows x 8 tokens of pure dpbusd work, where the
-// element-lane tiles of qmm_k_avx512.cpp spend more than half their instructions permuting and
-// reducing. Per (row, token, block) the integer sums are exact and the float step is kq_step()
+// broadcast from the Q8_K block as stored. A sub-block's dot is therefore already a per-row int32
+// in its lane: times the row's scale (vpmulld), summed over the sub-blocks, and the mins (or
+// Q6_K's -32 offset) come from vpdpwssd of per-row int16 pairs with the token's bsums. No
+// horizontal reduction is left: a 16-row x 8-token tile is dpbusd work plus one vpmulld and two
+// adds per sub-block and token, where the element-lane tiles of qmm_k_avx512.cpp spend more than
+// half their instructions permuting and reducing. Per (row, token, block) the integer sums are exact and the float step is kq_step()
 // (lane-wise, rows in lanes), so the bits equal qmm_kquant_scalar's: batch invariance holds
 // whichever kernel a step size picks.
 #if defined(__x86_64__) || defined(__i386__)
@@ -132,6 +132,8 @@ CV_AVX512 void tile(const qmm_job& j, const uint8_t* s, int32_t b, int32_t t0, f
     for (int i = 0; i < 8; ++i)
       pm = _mm512_dpwssd_epi32(pm, _mm512_load_si512(s + L::pr + 64 * static_cast<size_t>(i)), _mm512_set1_epi32(ld_i32(bs + 4 * i)));
     const __m512 da = _mm512_set1_ps(kq::load_f32(a[t]));
+    // (maskz_cvtepi32_ps with all lanes: the plain intrinsic's "undefined" source trips GCC 12's
+    // -Wuninitialized, PR105593; same instruction and result.)
     __m512 v = _mm512_load_ps(acc[t0 + t]);
     if constexpr (T == ggml_type::q6_k) {
       v = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_add_epi32(isum[t], pm)), v);

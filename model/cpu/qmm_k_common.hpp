@@ -113,8 +113,8 @@ inline constexpr int32_t small_m = 4;
 /// Steps of at least this many tokens take the row-lane kernels (qmm_k_avx512_wide.cpp,
 /// qmm_k_avx2_wide.cpp): 16 (8) rows unpacked once per call into a row-interleaved scratch that
 /// every token then reuses.
-/// qmm-k-bench on Llama-3-8B shapes (best of 5, one thread): even with the tiles at m = 16,
-/// 10-40% ahead at m = 24.
+/// qmm-k-bench on Llama-3-8B shapes (best of 3-5, one thread): AVX-512 even with its tiles at
+/// m = 16 and 10-40% ahead at 24; AVX2 1.2-1.75x ahead at 16, no better at 8.
 inline constexpr int32_t wide_m = 16;
 /// False when CONVEYOR_KQ_WIDE=0 is in the environment: long steps stay on the tiles (A/B runs).
 inline bool wide_enabled() {
