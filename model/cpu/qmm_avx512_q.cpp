@@ -36,6 +36,7 @@
 namespace conveyor::model {
 
 void qmm_legacy_avx512_quant(const qmm_job& j);  // qmm_avx512.cpp's dispatch
+void qmm_legacy_avx512_small(const qmm_job& j);  // qmm_avx512_q_small.cpp: packed, 2 <= m <= kSmallM
 
 namespace {
 
@@ -49,26 +50,6 @@ struct ctx {
   const uint8_t* ab;         // repacked tokens, astride apart
   size_t astride;
 };
-
-CV_AVX512 inline float hsum(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
-CV_AVX512 inline void store(const qmm_job& j, int32_t t, int32_t r, __m256 acc) {
-  float& o = j.c[static_cast<size_t>(t) * static_cast<size_t>(j.ldc) + static_cast<size_t>(r)];
-  const float h = hsum(acc);
-  o = j.accumulate ? o + h : h;
-}
-
-/// The float step of a group, the same in every path.
-template <ggml_type T> CV_AVX512 inline __m256 fold(__m256 acc, __m256i is, __m256 dw, __m256 da, __m256 mv, __m256 sa) {
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, da), acc);
-  if constexpr (has_min<T>()) acc = _mm256_fmadd_ps(mv, sa, acc);
-  return acc;
-}
 
 /// One group of an R x N tile from the buffers.
 template <ggml_type T, int R, int N, int G>
@@ -256,7 +237,10 @@ template <ggml_type T> CV_AVX512 void pack_rows(const uint8_t* src, int32_t rows
 
 } // namespace
 
-void qmm_legacy_avx512_quant(const qmm_job& j) { return j.packed ? dispatch<true>(j) : dispatch<false>(j); }
+void qmm_legacy_avx512_quant(const qmm_job& j) {
+  if (j.packed && j.m >= 2 && j.m <= kSmallM && small_enabled()) return qmm_legacy_avx512_small(j);
+  return j.packed ? dispatch<true>(j) : dispatch<false>(j);
+}
 
 void qmm_legacy_avx512_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
   switch (t) {

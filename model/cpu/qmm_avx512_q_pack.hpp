@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -22,6 +23,16 @@ constexpr int kToks = 2;    // tile tokens for m > 1
 constexpr int kRowsM1 = 4;  // rows per tile at m == 1
 constexpr int kChunk = 128; // tokens per pass over the weights
 constexpr int kPrefetchRows = 8; // m == 1: rows ahead that tile1 prefetches
+constexpr int kSmallM = 8;       // packed steps of 2 .. kSmallM tokens: qmm_avx512_q_small.cpp
+
+/// False when CONVEYOR_QMM_SMALL=0 is in the environment (the small-step path off, for A/B runs).
+inline bool small_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("CONVEYOR_QMM_SMALL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
 
 struct blk_layout { int bytes, m, qh, qs, off; };  // byte offsets (-1: absent); off: weight centre
 template <ggml_type T> constexpr blk_layout layout() {
@@ -121,6 +132,28 @@ template <ggml_type T, int G> CV_AVX512 inline void load_wgroup(const uint8_t* p
     constexpr __mmask8 first = G == 8 ? 0xFF : G == 4 ? 0x55 : G == 2 ? 0x11 : 0x01;
     mv = _mm256_maskz_mov_ps(first, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(h, 16))));
   }
+}
+
+/// The float step of a group, the same in every path: acc += cvt(isum) * (dw * da), then the
+/// min term (Q4_1 / Q5_1).
+template <ggml_type T> CV_AVX512 inline __m256 fold(__m256 acc, __m256i is, __m256 dw, __m256 da, __m256 mv, __m256 sa) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, da), acc);
+  if constexpr (has_min<T>()) acc = _mm256_fmadd_ps(mv, sa, acc);
+  return acc;
+}
+
+CV_AVX512 inline float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+/// c[t][r] (+)= the lanes' sum.
+CV_AVX512 inline void store(const qmm_job& j, int32_t t, int32_t r, __m256 acc) {
+  float& o = j.c[static_cast<size_t>(t) * static_cast<size_t>(j.ldc) + static_cast<size_t>(r)];
+  const float h = hsum(acc);
+  o = j.accumulate ? o + h : h;
 }
 
 // The packed weight layout (qmm_pack_rows, done once at load): a group of G blocks keeps its
@@ -249,14 +282,20 @@ template <ggml_type T, int G> CV_AVX512 inline void repack_group(const uint8_t* 
     _mm256_storeu_ps(reinterpret_cast<float*>(o + 32), _mm256_permutexvar_ps(idx, _mm256_maskz_loadu_ps(used, sa)));
 }
 
-template <ggml_type T> CV_AVX512 void repack_row(const uint8_t* a, int32_t nb, uint8_t* out) {
-  const float* d = reinterpret_cast<const float*>(a + 32 * static_cast<size_t>(nb));
-  const float* s = d + nb;  // q8_1 sums (read only for Q4_1 / Q5_1)
+/// Repacks nb activation blocks (qs at a, 32 bytes each; scales at d, q8_1 sums at s) into
+/// groups of 8, then one each of 4, 2, 1.
+template <ggml_type T> CV_AVX512 void repack_blocks(const uint8_t* a, const float* d, const float* s, int32_t nb, uint8_t* out) {
   int32_t b = 0;
   for (; b + 8 <= nb; b += 8, out += act_group_bytes<T>(8)) repack_group<T, 8>(a + 32 * b, d + b, s + b, out);
   if (nb & 4) { repack_group<T, 4>(a + 32 * b, d + b, s + b, out); b += 4; out += act_group_bytes<T>(4); }
   if (nb & 2) { repack_group<T, 2>(a + 32 * b, d + b, s + b, out); b += 2; out += act_group_bytes<T>(2); }
   if (nb & 1) repack_group<T, 1>(a + 32 * b, d + b, s + b, out);
+}
+
+/// Repacks a whole activation row of nb blocks (q8_0 / q8_1: qs, then scales, then sums).
+template <ggml_type T> CV_AVX512 void repack_row(const uint8_t* a, int32_t nb, uint8_t* out) {
+  const float* d = reinterpret_cast<const float*>(a + 32 * static_cast<size_t>(nb));
+  repack_blocks<T>(a, d, d + nb, nb, out);  // d + nb: q8_1 sums (read only for Q4_1 / Q5_1)
 }
 
 /// Unpacks a row (nb blocks at w) into out, prefetching the row pf bytes ahead as it goes.

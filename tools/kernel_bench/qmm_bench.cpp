@@ -3,7 +3,7 @@
 // 3072 rows; k=1536: 576 rows) and Llama-3-8B shapes (k=4096: 4096, 14336 rows). Single thread,
 // plus a 2-thread row split at m = 1 and 128. Prints a table; --json FILE writes the rows. Where
 // the ISA has a packed layout for the type (qmm_packs), rows "<isa>+pk" time the packed weights.
-//   qmm_bench [--json FILE] [--quick] [--type Q4_1] [--isa avx512] [--max-ops 2e10]
+//   qmm_bench [--json FILE] [--quick] [--type Q4_1] [--isa avx512] [--max-ops 2e10] [--m 2,4,10]
 // Timing: the best of repeated runs (at least 3 and 0.15 s). GB/s counts weight bytes read once
 // per call; GOP/s counts 2*m*n*k. Scalar runs above 3e8 multiply-adds are skipped (minutes).
 #include <algorithm>
@@ -28,7 +28,7 @@ const shape kShapes[] = {{"smol.qkv", 576, 960},  {"smol.o", 576, 576},  {"smol.
                          {"smol.down", 1536, 576}, {"l3.attn", 4096, 4096}, {"l3.up", 4096, 14336}};
 const ggml_type kTypes[] = {ggml_type::f32,  ggml_type::f16,  ggml_type::bf16, ggml_type::q4_0,
                             ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1, ggml_type::q8_0};
-const int32_t kMs[] = {1, 8, 32, 128, 512};
+std::vector<int32_t> g_ms = {1, 8, 32, 128, 512};  // --m replaces them (each <= 512)
 
 uint64_t g_state = 0x9E3779B97F4A7C15ull;
 uint64_t next_u64() {  // xorshift64*: fast enough to fill 200 MB of weights
@@ -91,7 +91,16 @@ int main(int argc, char** argv) {
     else if (a == "--type" && i + 1 < argc) only_type = argv[++i];
     else if (a == "--isa" && i + 1 < argc) only_isa = argv[++i];
     else if (a == "--max-ops" && i + 1 < argc) max_ops = std::atof(argv[++i]);
-    else { std::fprintf(stderr, "usage: qmm_bench [--json FILE] [--quick] [--type T] [--isa I] [--max-ops N]\n"); return 2; }
+    else if (a == "--m" && i + 1 < argc) {
+      g_ms.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 512) { std::fprintf(stderr, "qmm_bench: --m takes token counts 1..512, comma-separated\n"); return 2; }
+        g_ms.push_back(static_cast<int32_t>(v));
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else { std::fprintf(stderr, "usage: qmm_bench [--json FILE] [--quick] [--type T] [--isa I] [--max-ops N] [--m M,M,...]\n"); return 2; }
   }
   std::vector<result> out;
   std::printf("%-5s %-9s %-9s %5s %6s %4s %10s %8s %8s %10s\n", "type", "isa", "shape", "k", "n", "m", "ms", "GB/s",
@@ -118,7 +127,7 @@ int main(int argc, char** argv) {
         }
         const std::vector<uint8_t>& wv = packed ? wp : w;
         const std::string isa_name = std::string(cpu_isa_name(isa)) + (packed ? "+pk" : "");
-        for (int32_t m : kMs) {
+        for (int32_t m : g_ms) {
           const double macs = static_cast<double>(m) * s.n * s.k;
           if (macs > (isa == cpu_isa::scalar ? 3e8 : max_ops)) continue;
           qmm_job j{t, wv.data(), wrow, s.n, s.k, act.data(), stride, m, c.data(), s.n, false, packed};

@@ -77,7 +77,9 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
     }
     ++isas;
     for (ggml_type t : kPacked)
-      for (int32_t k : {32, 64, 224, 480, 576, 1536}) {  // nb 1, 2, 7, 15, 18, 48: every group remainder
+      // nb 1, 2, 7, 15, 18, 31, 48: every group remainder, and the pairs of 8-block groups of the
+      // short steps (m 2 .. 16: AVX-512's qmm_avx512_q_small.cpp, one pass or two)
+      for (int32_t k : {32, 64, 224, 480, 576, 992, 1536}) {
         BOOST_TEST_CONTEXT(cpu_isa_name(isa) << " " << type_name(t) << " k=" << k) {
           BOOST_TEST(qmm_packs(isa, t));
           const int32_t rows = 13, m_all = 40;
@@ -86,7 +88,7 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
           qmm_pack_rows(isa, t, w.data(), rows, k, packed.data());
           if (k > 32) BOOST_TEST((packed != w));  // a layout of its own, not a copy
           const size_t stride = act_row_bytes(act_format_for(t), k);
-          for (int32_t m : {1, 2, 5, 40})
+          for (int32_t m : {1, 2, 5, 9, 16, 40})
             for (int32_t r0 : {0, 3})
               for (bool acc : {false, true}) {
                 const int32_t n = rows - r0;
@@ -103,7 +105,7 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
         }
       }
   }
-  BOOST_TEST(compared == isas * 5u * 6u * 16u);
+  BOOST_TEST(compared == isas * 5u * 7u * 24u);
 }
 
 // The AVX2 and AVX-512 kernels of the quantized legacy types do the same float operations per
