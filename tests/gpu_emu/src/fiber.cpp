@@ -1,5 +1,5 @@
 // The block executor: each CUDA thread of a block is a fiber (context.hpp) on its own guarded
-// stack; one block runs to completion before the next. A fiber runs until it reaches a
+// stack (blocks.cpp decides which block runs when). A fiber runs until it reaches a
 // synchronizing call (__syncthreads, a warp shuffle or vote) or exits, then the scheduler picks
 // the next runnable fiber in the configured order (forward, reverse, or a fresh random
 // permutation after every barrier). A barrier opens when every thread of the block waits at the
@@ -54,17 +54,14 @@ void yield(runner& r, fiber& f) {
 
 namespace {
 
-runner& the_runner() {
-  if (!tl_runner) {
-    tl_runner = new runner();  // lives as long as the host thread (fiber stacks are reused)
-    tl_runner->rng.seed(thread_order_seed());
-    tl_runner->smem = reinterpret_cast<unsigned char*>(new_fiber_stack(kSmemBytes));  // a guarded mapping
-    tl_runner->tsan_blocks = tsan::blocks_mode();
-    install_fault_report();
-  }
-  return *tl_runner;
+runner* new_runner() {
+  auto* r = new runner();  // lives as long as the host thread (fiber stacks are reused)
+  r->rng.seed(thread_order_seed());
+  r->smem = reinterpret_cast<unsigned char*>(new_fiber_stack(kSmemBytes));  // a guarded mapping
+  r->tsan_blocks = tsan::blocks_mode();
+  install_fault_report();
+  return r;
 }
-
 
 void fiber_entry(long idx) {
   runner& r = *tl_runner;
@@ -191,8 +188,16 @@ void reorder(runner& r) {
   if (o == thread_order::random) std::shuffle(r.order.begin(), r.order.begin() + r.n, r.rng);
 }
 
-// Runs the current block; throws fault_error (without the kernel's name) on a fault.
-void run_block(runner& r) {
+} // namespace
+
+runner& runner_at(size_t i) {
+  thread_local std::vector<runner*> pool;
+  while (pool.size() <= i) pool.push_back(new_runner());
+  if (!tl_runner) tl_runner = pool[0];
+  return *pool[i];
+}
+
+void start_block(runner& r) {
   r.slots.clear();
   r.dyn_end = (r.k->dyn_smem + 255) / 256 * 256;
   r.static_end = r.dyn_end;
@@ -228,21 +233,23 @@ void run_block(runner& r) {
     make_context(f.ctx, f.stack, kStackBytes, fiber_entry, i);
   }
   reorder(r);
-  struct block_fiber {  // CONVEYOR_EMU_TSAN_MODE=blocks: the block's threads as one TSan fiber
-    runner& r;
-    explicit block_fiber(runner& run) : r(run) {
-      if (!r.tsan_blocks) return;
-      // A ring of fibers, reused: blocks kTsanBlockFibers apart in time share one and are ordered,
-      // any nearer two are not (creating a TSan fiber per block costs more than the block).
-      void*& f = r.block_fibers[r.block_count++ % kTsanBlockFibers];
-      if (!f) f = tsan::create(("block fiber " + std::to_string(r.block_count % kTsanBlockFibers)).c_str());
-      r.block_tsan = f;
-      tsan::switch_to(r.block_tsan);
-    }
-    ~block_fiber() {
-      if (r.tsan_blocks) tsan::switch_to(r.host_tsan);
-    }
-  } as_one_fiber(r);
+}
+
+void tsan_block_begin(runner& r) {  // CONVEYOR_EMU_TSAN_MODE=blocks: the block's threads as one TSan fiber
+  if (!r.tsan_blocks) return;
+  // A ring of fibers, reused: blocks kTsanBlockFibers apart in time share one and are ordered,
+  // any nearer two are not (creating a TSan fiber per block costs more than the block).
+  void*& f = r.block_fibers[r.block_count++ % kTsanBlockFibers];
+  if (!f) f = tsan::create(("block fiber " + std::to_string(r.block_count % kTsanBlockFibers)).c_str());
+  r.block_tsan = f;
+  tsan::switch_to(r.block_tsan);
+}
+
+void tsan_block_end(runner& r) {
+  if (r.tsan_blocks) tsan::switch_to(r.host_tsan);
+}
+
+bool step_block(runner& r) {
   for (;;) {
     bool ran = false;
     for (int k = 0; k < r.n; ++k) {
@@ -263,7 +270,8 @@ void run_block(runner& r) {
     }
     if (exited == r.n) {
       r.smem_used = std::max(r.dyn_end, r.static_end);  // what its threads may have touched
-      return check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
+      check_smem_guard(r.smem, r.k->dyn_smem, r.dyn_end, r.static_end, r.guard_end);
+      return true;
     }
     if (at_barrier == r.n) {
       const std::source_location& s0 = r.fibers[0].site;
@@ -272,58 +280,16 @@ void run_block(runner& r) {
         if (s.line() != s0.line() || (s.file_name() != s0.file_name() && std::strcmp(s.file_name(), s0.file_name()) != 0))
           throw fault_error("divergent __syncthreads (different call sites): " + describe(r));
       }
-      for (int i = 0; i < r.n; ++i) r.fibers[static_cast<size_t>(i)].state = fstate::runnable;
-      ++r.block_gen;
-      if (current_thread_order() == thread_order::random) reorder(r);
-      continue;
+      return false;
     }
     throw fault_error(std::string(exited ? "divergence (threads exited while others wait)" : "deadlock") + ": " + describe(r));
   }
 }
 
-} // namespace
-
-void run_kernel(const kernel_launch& k) {
-  runner& r = the_runner();
-  if (r.k) throw fault_error("kernel " + k.name + " launched while kernel " + r.k->name + " runs on the same host thread");
-  const int n = static_cast<int>(k.block.x * k.block.y * k.block.z);
-  if (r.fibers.size() < static_cast<size_t>(n)) r.fibers.resize(static_cast<size_t>(n));
-  r.order.resize(std::max(r.order.size(), static_cast<size_t>(n)));
-  r.n = n;
-  r.k = &k;
-  r.fault.clear();
-  blockDim = uint3{k.block.x, k.block.y, k.block.z};
-  gridDim = uint3{k.grid.x, k.grid.y, k.grid.z};
-  r.host_tsan = tsan::current();
-  r.smem_used = kSmemBytes;  // a fault may have left the last block's extent unrecorded
-  // Blocks run one at a time in the thread order's sense: forward, reverse or a seeded shuffle,
-  // so a result that depends on which block ran first fails in one of the ctest runs.
-  const size_t nb = size_t{k.grid.x} * k.grid.y * k.grid.z;
-  r.blocks.resize(nb);
-  for (size_t b = 0; b < nb; ++b) r.blocks[b] = b;
-  if (const thread_order o = current_thread_order(); o == thread_order::reverse) std::reverse(r.blocks.begin(), r.blocks.end());
-  else if (o == thread_order::random) std::shuffle(r.blocks.begin(), r.blocks.end(), r.rng);
-  try {
-    for (const size_t b : r.blocks) {
-      const unsigned x = static_cast<unsigned>(b % k.grid.x), y = static_cast<unsigned>(b / k.grid.x % k.grid.y),
-                     z = static_cast<unsigned>(b / (size_t{k.grid.x} * k.grid.y));
-      blockIdx = uint3{x, y, z};
-      try {
-        run_block(r);
-      } catch (const fault_error& e) {
-        std::ostringstream m;
-        m << "kernel " << k.name << " (grid " << k.grid.x << "x" << k.grid.y << "x" << k.grid.z << ", block " << k.block.x << "x"
-          << k.block.y << "x" << k.block.z << "), block (" << x << "," << y << "," << z << "): " << e.what();
-        throw fault_error(m.str());
-      }
-    }
-  } catch (...) {
-    r.k = nullptr;
-    tsan::acquire(&r.sync_done);
-    throw;
-  }
-  r.k = nullptr;
-  tsan::acquire(&r.sync_done);
+void open_barrier(runner& r) {
+  for (int i = 0; i < r.n; ++i) r.fibers[static_cast<size_t>(i)].state = fstate::runnable;
+  ++r.block_gen;
+  if (current_thread_order() == thread_order::random) reorder(r);
 }
 
 } // namespace conveyor_emu::detail

@@ -26,7 +26,8 @@ struct kernel_launch {
   std::function<void()> body;
 };
 
-/// Runs every block of `k` on this host thread, one block at a time, each CUDA thread a fiber.
+/// Runs every block of `k` on this host thread, each CUDA thread a fiber: one block at a time,
+/// or waves of blocks interleaved at their barriers (control.hpp's block_mode; blocks.cpp).
 /// Throws fault_error naming the kernel, the block and the threads involved.
 void run_kernel(const kernel_launch& k);
 

@@ -89,6 +89,18 @@ std::string where(const std::source_location& s);
 fiber& current_fiber(const char* what, const std::source_location& loc);
 /// Switches from fiber f back to the scheduler; returns when f is resumed.
 void yield(runner& r, fiber& f);
+/// This host thread's scheduler i (created on first use; 0 is the one tl_runner starts at).
+/// Runners 1.. hold the other blocks of an interleaved wave (blocks.cpp).
+runner& runner_at(size_t i);
+/// Sets up r's block (r.k, r.n and blockIdx set): fresh shared memory, every thread runnable.
+void start_block(runner& r);
+/// Runs r's threads until all of them exited (true; the shared-memory guard checked) or all wait
+/// at one __syncthreads (false; open_barrier lets them go). Throws fault_error on a fault.
+bool step_block(runner& r);
+void open_barrier(runner& r);
+/// CONVEYOR_EMU_TSAN_MODE=blocks: a block's threads as one TSan fiber, around its whole run.
+void tsan_block_begin(runner& r);
+void tsan_block_end(runner& r);
 /// Makes a fatal sanitizer report inside a kernel also name the launch, block and thread
 /// (src/fault_report.cpp); idempotent.
 void install_fault_report();

@@ -5,7 +5,7 @@
 // kernel precedes the host's work after it, __syncthreads orders the block and __syncwarp the
 // warp. Shuffles and votes order no memory (racecheck on an H200 flagged code that relied on
 // them). The emulator's own sources are built without instrumentation. Blocks run one after the
-// other, and the host refills shared memory between them: each block's threads are ordered
+// other (TSan builds never interleave them), and the host refills shared memory between them: each block's threads are ordered
 // after the previous block's (so races between blocks are not looked for, as racecheck does not).
 // CONVEYOR_EMU_TSAN (set by CMake with CONVEYOR_TSAN: these sources are built without
 // -fsanitize=thread, so __SANITIZE_THREAD__ is not defined here); outside it every hook is a no-op.
@@ -28,6 +28,7 @@ extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 namespace conveyor_emu::detail::tsan {
 
 #if CONVEYOR_EMU_TSAN
+inline constexpr bool enabled = true;  // a ThreadSanitizer build
 /// CONVEYOR_EMU_TSAN_MODE=blocks: each block is one TSan fiber and blocks are not ordered, so two
 /// blocks of one launch touching the same device memory (one writing, no atomic) is a reported
 /// race; the threads of a block are then ordered (the default mode checks those).
@@ -63,6 +64,7 @@ inline void fresh_pages(void* p, size_t bytes) {
   mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 #else
+inline constexpr bool enabled = false;
 inline bool blocks_mode() { return false; }
 inline void* current() { return nullptr; }
 inline void* create(const char*) { return nullptr; }

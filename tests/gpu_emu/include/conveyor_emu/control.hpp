@@ -33,6 +33,20 @@ void set_thread_order(thread_order o, uint64_t seed = 1);
 thread_order current_thread_order();
 const char* thread_order_name(thread_order o);
 
+enum class block_mode { sequential, interleave };
+/// How a launch's blocks share the host thread (default from CONVEYOR_EMU_BLOCKS: sequential |
+/// interleave[:W]). sequential: each block runs to its end before the next starts, in the thread
+/// order's block order. interleave: waves of W (default 4, 2..16) consecutive blocks run
+/// together, each block's threads up to its next __syncthreads (or its end) at a time, the
+/// wave's blocks taken in turn (forward, reverse, or shuffled each round in the random order),
+/// so one block's phase runs between another's: code that needs a block's writes to global
+/// memory to stay its own until the block ends (two blocks sharing scratch rows, a tile writing
+/// another block's rows) gives wrong results. Builds with ThreadSanitizer run sequentially.
+void set_block_mode(block_mode m, int wave = 4);
+block_mode current_block_mode();
+int block_wave();
+const char* block_mode_name(block_mode m);
+
 enum class poison_kind { nan, finite };
 /// What fresh device memory and every block's shared memory hold before anything writes them
 /// (default from CONVEYOR_EMU_POISON: nan | finite). nan: 0xFF bytes, NaN as f32, bf16 and f64,
