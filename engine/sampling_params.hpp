@@ -31,6 +31,10 @@ struct sampling_params {
   /// Report this many most likely tokens (under the unmodified distribution) with each sampled
   /// one, in [0, max_top_logprobs]. Not part of the draw.
   int32_t top_logprobs = 0;
+  /// Compute each sampled token's logprob (a softmax over the vocabulary: a few percent of a
+  /// small model's step). Off when no one reads it (the job asked for neither logprobs nor
+  /// top_logprobs); the token is the same either way. Not part of the draw.
+  bool logprobs = true;
 
   // What the job's own text so far does to its next token's logits, before temperature and
   // truncation, in vLLM's order (engine/logit_edits.hpp has the formula): logit_bias is added,

@@ -316,6 +316,7 @@ sampling_params submit_request::to_sampling_params(uint64_t fallback_seed) const
   p.logit_bias = logit_bias;
   p.seed = seed.value_or(fallback_seed);
   p.top_logprobs = top_logprobs;
+  p.logprobs = logprobs || top_logprobs > 0;
   return p;
 }
 

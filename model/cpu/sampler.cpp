@@ -141,7 +141,7 @@ sample_result sample_token(std::span<const float> logits, const sampling_params&
     seen = scratch.edited;
   }
   const token_id t = draw(seen, p, position, scratch, allowed);
-  return {t, log_softmax_at(logits, t)};
+  return {t, p.logprobs ? log_softmax_at(logits, t) : 0.0f};
 }
 
 float logprob_of(std::span<const float> logits, token_id token) { return log_softmax_at(logits, token); }

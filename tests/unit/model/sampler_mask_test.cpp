@@ -1,4 +1,5 @@
-// The sampler's structured-output mask and its top-logprobs list, against direct computations.
+// The sampler's structured-output mask, its top-logprobs list and its logprob switch, against
+// direct computations.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -185,6 +186,25 @@ BOOST_AUTO_TEST_CASE(edits_change_the_draw_but_not_the_logprob) {
       if (temperature == 0.0f) BOOST_TEST(with.token == position * 7 % V);  // +30 wins the argmax
     }
   }
+}
+
+// A job that reads no logprobs skips the softmax: the same tokens, no logprob.
+BOOST_AUTO_TEST_CASE(logprobs_off_draws_the_same_tokens) {
+  const auto logits = random_logits(500, 13);
+  sampler_scratch scratch;
+  for (float temperature : {0.0f, 0.8f})
+    for (int64_t position = 0; position < 50; ++position) {
+      sampling_params p;
+      p.temperature = temperature;
+      p.top_p = 0.9f;
+      p.seed = 9;
+      const sample_result on = sample_token(logits, p, position, scratch);
+      p.logprobs = false;
+      const sample_result off = sample_token(logits, p, position, scratch);
+      BOOST_TEST(on.token == off.token);
+      BOOST_TEST(std::abs(on.logprob - log_softmax(logits, on.token)) < 1e-5);
+      BOOST_TEST(off.logprob == 0.0f);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -151,6 +151,14 @@ BOOST_AUTO_TEST_CASE(submit_converts_to_engine_parameters) {
 
   auto minimal = decode_request(test::vector_bytes("requests", "submit_minimal"));
   BOOST_TEST(std::get<submit_request>(minimal).to_sampling_params(99).seed == 99u);
+  // The sampler computes logprobs only for a job that reads them (logprobs or top_logprobs).
+  submit_request lp = std::get<submit_request>(minimal);
+  BOOST_TEST(!lp.to_sampling_params(1).logprobs);
+  lp.top_logprobs = 3;
+  BOOST_TEST(lp.to_sampling_params(1).logprobs);
+  lp.top_logprobs = 0;
+  lp.logprobs = true;
+  BOOST_TEST(lp.to_sampling_params(1).logprobs);
 }
 
 // Found by tests/fuzz/fuzz_decode: a repeated key that is not UTF-8 was echoed into the error
