@@ -27,7 +27,6 @@ std::string check_plan(const step_plan& plan, const executor_info& info, bool al
       if (s.num_drafts < 0 || static_cast<size_t>(s.num_drafts) >= s.tokens.size() || !s.sample)
         return who + " has " + std::to_string(s.num_drafts) + " drafts among " + std::to_string(s.tokens.size()) + " tokens" +
                (s.sample ? "" : " without sampling");
-      if (s.sampling.penalized()) return who + " has drafts and penalties";
     }
     for (token_id t : s.prompt_targets)
       if (t < 0 || t >= info.vocab_size) return who + " has prompt target " + std::to_string(t) + " outside the vocabulary";

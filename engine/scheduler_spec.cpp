@@ -9,11 +9,12 @@
 
 namespace conveyor {
 
-// A decode of the sequence's newest token with nothing of it in flight, whose next tokens depend
-// on nothing but the logits and its grammar: no penalties, no prompt still to score.
+// A decode of the sequence's newest token with nothing of it in flight and no prompt still to
+// score. (Penalties and grammars follow the drafts: the executor edits and masks each verifying
+// row as if the drafts before it stood.)
 bool scheduler::may_draft(const sequence& seq, const chosen_seq& c) const {
   return seq.req.speculate && c.num_new == 1 && c.drafts.empty() && seq.num_pending_samples == 0 &&
-         seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.req.sampling.penalized() && !seq.scores_prompt();
+         seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.scores_prompt();
 }
 
 void scheduler::add_drafts(int32_t& budget) {

@@ -46,7 +46,9 @@ struct scheduled_seq {
   /// engine advances it with the drawn token after the step. Null: any token.
   std::shared_ptr<token_constraint> constraint;
   /// logit_bias and penalties (set only when `sample` and sampling.edits_logits()): applied to
-  /// the row's logits before the draw, ascending by token. Empty: the raw logits.
+  /// the row's logits before the draw, ascending by token. Empty: the raw logits. They count the
+  /// tokens through the newest known one; with drafts, the row after draft i also counts drafts
+  /// 1..i as output (the executor extends a copy, extend_logit_edits).
   std::vector<logit_edit> logit_edits;
   /// Prompt logprobs (request::prompt_logprobs): row i of this chunk scores prompt_targets[i],
   /// the prompt token at position num_computed_tokens + i + 1, reporting prompt_top alternatives.

@@ -153,6 +153,9 @@ step_result cpu_executor::step(const step_plan& plan) {
   fill_masks(row_seqs_);
   std::vector<sample_result> drawn(sampled.size());
   std::vector<std::vector<token_logprob>> tops(sampled.size());
+  std::vector<int32_t> drafts_before(sampled.size(), 0);  // a sequence's rows are consecutive, row 0 first
+  for (size_t k = 1; k < sampled.size(); ++k)
+    if (sampled[k].seq == sampled[k - 1].seq) drafts_before[k] = drafts_before[k - 1] + 1;
   scratch_.resize(static_cast<size_t>(pool_.size()));
   const auto draw = [&](int64_t k, int32_t thread) {
     const scheduled_seq& s = *sampled[static_cast<size_t>(k)].seq;
@@ -161,7 +164,16 @@ step_result cpu_executor::step(const step_plan& plan) {
     auto& scratch = scratch_[static_cast<size_t>(thread)];
     std::span<const uint32_t> allowed;
     if (s.constraint) allowed = masks_[static_cast<size_t>(k)];
-    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed, s.logit_edits);
+    // Penalties: a drafted row draws as it would after the drafts before it stood, so its edits
+    // count them as output (the scheduler's edits end at the sequence's newest known token).
+    std::span<const logit_edit> edits = s.logit_edits;
+    if (const int32_t i = drafts_before[static_cast<size_t>(k)]; i > 0 && s.sampling.penalized()) {
+      scratch.row_edits.assign(s.logit_edits.begin(), s.logit_edits.end());
+      const size_t first_draft = s.tokens.size() - static_cast<size_t>(s.num_drafts);
+      extend_logit_edits(s.sampling, std::span<const token_id>(s.tokens).subspan(first_draft, static_cast<size_t>(i)), scratch.row_edits);
+      edits = scratch.row_edits;
+    }
+    drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed, edits);
     top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
   if (sampled.size() > 1) {

@@ -29,6 +29,7 @@ struct sampler_scratch {
   std::vector<std::pair<float, token_id>> cand;
   std::vector<float> prob;
   std::vector<float> edited;   ///< the row with logit edits applied
+  std::vector<logit_edit> row_edits;  ///< a drafted row's edits: its sequence's, plus the drafts before it
 };
 
 /// Greedy when temperature == 0 (ties go to the lowest id). Otherwise, in order: divide by

@@ -102,7 +102,8 @@ std::vector<request> mixed_jobs(int32_t n, int32_t vocab, int32_t max_tokens) {
     }
     if (i % 4 == 1) sp.top_logprobs = 3;
     if (i % 6 == 3) sp.logit_bias = {{5, 2.5f}, {7, -1.0f}};
-    if (i % 8 == 5) sp.repetition_penalty = 1.3f;  // never drafted: still equal
+    if (i % 8 == 5) sp.repetition_penalty = 1.3f;  // drafted: each row's edits count the drafts before it
+    if (i % 10 == 7) sp.frequency_penalty = 0.6f, sp.presence_penalty = 0.4f;
     r.speculate = i % 9 != 8;
     jobs.push_back(std::move(r));
   }
@@ -197,6 +198,28 @@ BOOST_AUTO_TEST_CASE(every_architecture_gives_the_same_output_with_drafts) {
   }
   BOOST_TEST_MESSAGE("drafted tokens accepted: " << accepted);
   BOOST_TEST(accepted > 100);  // drafts did stand, and so were not all rejected
+}
+
+// Penalties (repetition over prompt and output, frequency and presence over the output) with
+// drafts: row i of a verification draws with the drafts before it counted, so penalized jobs
+// draft, have drafts accepted, and give the tokens they give without drafting.
+BOOST_AUTO_TEST_CASE(penalized_jobs_draft_and_change_nothing) {
+  int32_t vocab = 0;
+  auto f = arch_model("llama", "spec-penalties", vocab);
+  cpu_executor ex(f, options(cpu_math::fast));
+  std::vector<request> jobs = mixed_jobs(12, vocab, 40);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    sampling_params& sp = jobs[i].sampling;
+    sp.repetition_penalty = i % 3 == 1 ? 1.0f : 1.2f;
+    sp.frequency_penalty = i % 3 == 0 ? 0.0f : 0.5f;
+    sp.presence_penalty = i % 2 == 0 ? 0.0f : 0.3f;
+    jobs[i].speculate = true;
+  }
+  int64_t alone = 0, batched = 0;
+  for (const request& r : jobs) check_equal(ex, {r}, 1, alone);
+  check_equal(ex, jobs, 12, batched);
+  BOOST_TEST_MESSAGE("drafted tokens of penalized jobs accepted: " << alone << " alone, " << batched << " in a batch");
+  BOOST_TEST(alone > 10);
 }
 
 BOOST_AUTO_TEST_CASE(smollm2_gives_the_same_output_with_drafts) {
