@@ -103,7 +103,7 @@ void run_wave(const kernel_launch& k, int n, size_t b0, size_t w) {
       bind(r, k, n);
       r.rng.seed(first.rng());
     }
-    tl_runner = &r;
+    set_current_runner(r);
     blockIdx = block_coords(k, b0 + i);
     try {
       start_block(r);
@@ -118,7 +118,7 @@ void run_wave(const kernel_launch& k, int n, size_t b0, size_t w) {
     std::vector<size_t> waiting;  // at a barrier after this round
     for (const size_t i : live) {
       runner& r = runner_at(i);
-      tl_runner = &r;
+      set_current_runner(r);
       blockIdx = block_coords(k, b0 + i);
       try {
         if (!step_block(r)) waiting.push_back(i);
@@ -144,7 +144,7 @@ void run_interleaved(const kernel_launch& k, int n) {
 
 void run_kernel(const kernel_launch& k) {
   runner& r = runner_at(0);
-  tl_runner = &r;
+  set_current_runner(r);
   if (r.k) throw fault_error("kernel " + k.name + " launched while kernel " + r.k->name + " runs on the same host thread");
   const int n = static_cast<int>(k.block.x * k.block.y * k.block.z);
   bind(r, k, n);
@@ -156,7 +156,7 @@ void run_kernel(const kernel_launch& k) {
   const bool interleave = current_block_mode() == block_mode::interleave && nb > 1 && !tsan::enabled;
   auto finish = [&] {
     for (size_t i = 0; i < (interleave ? static_cast<size_t>(block_wave()) : 1); ++i) runner_at(i).k = nullptr;
-    tl_runner = &r;
+    set_current_runner(r);
     tsan::acquire(&r.sync_done);
   };
   try {

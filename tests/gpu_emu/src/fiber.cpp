@@ -190,9 +190,13 @@ void reorder(runner& r) {
 
 } // namespace
 
+void set_current_runner(runner& r) { tl_runner = &r; }
+
 runner& runner_at(size_t i) {
-  thread_local std::vector<runner*> pool;
-  while (pool.size() <= i) pool.push_back(new_runner());
+  // Plain pointers, alive for the thread's life (a vector would free them at exit: a leak report).
+  thread_local runner* pool[kMaxRunners] = {};
+  if (i >= kMaxRunners) throw fault_error("runner " + std::to_string(i) + " asked for: a wave takes at most 16 blocks");
+  if (!pool[i]) pool[i] = new_runner();
   if (!tl_runner) tl_runner = pool[0];
   return *pool[i];
 }

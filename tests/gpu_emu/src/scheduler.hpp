@@ -26,6 +26,8 @@ constexpr size_t kStackBytes = CONVEYOR_EMU_ASAN ? 512 * 1024 : 128 * 1024;
 constexpr size_t kSmemBytes = 256 * 1024;
 /// CONVEYOR_EMU_TSAN_MODE=blocks: the top of each fiber stack handed to a new block afresh (tsan.hpp).
 constexpr size_t kTsanStackReset = 8 * 1024;
+/// Runners a host thread may hold: one per block of the largest interleaved wave (control.hpp).
+constexpr size_t kMaxRunners = 16;
 /// CONVEYOR_EMU_TSAN_MODE=blocks: the TSan fibers blocks take turns on (tsan.hpp).
 constexpr size_t kTsanBlockFibers = 16;
 
@@ -89,6 +91,9 @@ std::string where(const std::source_location& s);
 fiber& current_fiber(const char* what, const std::source_location& loc);
 /// Switches from fiber f back to the scheduler; returns when f is resumed.
 void yield(runner& r, fiber& f);
+/// Makes r the scheduler tl_runner names (set only in fiber.cpp, which defines it: UBSan in
+/// GCC 12 reports stores to the extern thread_local from other files as stores through null).
+void set_current_runner(runner& r);
 /// This host thread's scheduler i (created on first use; 0 is the one tl_runner starts at).
 /// Runners 1.. hold the other blocks of an interleaved wave (blocks.cpp).
 runner& runner_at(size_t i);
