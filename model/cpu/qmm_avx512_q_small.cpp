@@ -6,8 +6,9 @@
 // vpdpbusd are most of the step. Here each weight row is decoded once per pass straight into
 // registers (load_packed, as the m == 1 path does) and its blocks are taken in pairs of 8-block
 // groups, A and B, as one 512-bit vector each: lanes 0-7 hold group A's dword, lanes 8-15 group
-// B's. A 512-bit vpdpbusd does twice the products of a 256-bit one at nearly the same rate on
-// these cores, and the activations of the m tokens are repacked once per call into the same
+// B's. A 512-bit vpdpbusd does twice the products of a 256-bit one; on the 2-core Xeon of
+// docs/benchmarks.md a throwaway loop ran them at ~1.7x the products per second (the kernel's
+// own gain is smaller: docs/benchmarks.md, "Short steps without the unpacking"), and the activations of the m tokens are repacked once per call into the same
 // pairs (zmm i = A's vector i | B's vector i, then the corrections, scales and sums likewise).
 //
 // NOTE: batch invariance. The float work stays that of the 256-bit kernel, group by group: the
