@@ -80,13 +80,15 @@ void bind(runner& r, const kernel_launch& k, int n) {
 void run_sequential(runner& r, const kernel_launch& k) {
   for (const size_t b : r.blocks) {
     blockIdx = block_coords(k, b);
+    bool on_block_fiber = false;
     try {
+      start_block(r);  // on the host's TSan fiber: it releases the host's work to the block
       tsan_block_begin(r);
-      start_block(r);
+      on_block_fiber = true;
       while (!step_block(r)) open_barrier(r);
       tsan_block_end(r);
     } catch (const fault_error& e) {
-      tsan_block_end(r);
+      if (on_block_fiber) tsan_block_end(r);
       throw named(k, blockIdx, e);
     }
   }
