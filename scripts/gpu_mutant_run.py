@@ -31,14 +31,17 @@ def list_cases(binary: Path) -> list[str]:
 
 
 def order_env(order: str) -> dict:
-    """The environment of ctest's run in `order`: the reverse run also has the finite poison."""
+    """The environment of ctest's run in `order`: the reverse run also has the finite poison, the
+    random run interleaves waves of blocks at their barriers."""
     env = dict(os.environ)
-    env.pop("CONVEYOR_EMU_ORDER", None)
-    env.pop("CONVEYOR_EMU_POISON", None)
+    for k in ("CONVEYOR_EMU_ORDER", "CONVEYOR_EMU_POISON", "CONVEYOR_EMU_BLOCKS"):
+        env.pop(k, None)
     if order != "forward":
         env["CONVEYOR_EMU_ORDER"] = order
     if order == "reverse":
         env["CONVEYOR_EMU_POISON"] = "finite"
+    elif order != "forward":
+        env["CONVEYOR_EMU_BLOCKS"] = "interleave"
     return env
 
 

@@ -27,7 +27,8 @@ the CPU reference failed), `exception` (a CUDA/cuBLASLt error or a C++ exception
 `emu-deadlock` (the emulator's fault and deadlock detection, docs/gpu-emulator.md), `misaligned`
 (UBSan's alignment check, in every build), `crash` (a signal), `sanitizer` (ASan/UBSan, with
 --sanitize), `timeout`. The reverse order runs with the finite poison (CONVEYOR_EMU_POISON=finite),
-as ctest's gpu_emu_reverse does. A mutant that does not compile is a "compile error": reported
+as ctest's gpu_emu_reverse does, and a random order with blocks interleaved in waves
+(CONVEYOR_EMU_BLOCKS=interleave), as ctest's gpu_emu_random does. A mutant that does not compile is a "compile error": reported
 separately, not a kill.
 """
 from __future__ import annotations
