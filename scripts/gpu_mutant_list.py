@@ -137,10 +137,12 @@ MUTANTS: list[Mutant] = [
            "      if (a.bias) {\n",
            "      if (false) {\n",
            "qwen2: the QKV bias is never added"),
-    Mutant("qkv_bias_k_gets_v_bias", "gpu/weights.cpp",
-           "p + \"attn_k.bias\", n.kv",
-           "p + \"attn_v.bias\", n.kv",
-           "qwen2: the fused bias vector holds V's bias where K's belongs"),
+    # (Was qkv_bias_k_gets_v_bias: the fused layout moved to model/formats/tensor_table, which
+    # tests/unit/model/tensor_table_test.cpp checks slot by slot; the upload is what gpu/ owns.)
+    Mutant("qkv_bias_not_uploaded", "gpu/weights.cpp",
+           "if (L.qkv_bias) fused(L.qkv_bias, tensor_group::qkv_bias, l, vec);",
+           "if (false) fused(L.qkv_bias, tensor_group::qkv_bias, l, vec);",
+           "qwen2: the GGUF's Q/K/V biases never uploaded (the device vector keeps the arena's garbage)"),
     Mutant("qk_norm_skipped", "gpu/rope_kv.cu",
            "const float* nw = is_q ? a.q_norm : is_k ? a.k_norm : nullptr;",
            "const float* nw = nullptr;",
