@@ -14,6 +14,7 @@
 
 // NOTE: GCC 12's AVX-512 headers self-initialise their "undefined" vectors (GCC PR105593).
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
@@ -145,32 +146,22 @@ CV_AVX512 void tile(const qmm_job& j, const uint8_t* s, int32_t b, int32_t t0, f
   }
 }
 
+/// Rows [r0, r0 + nr) of every token from the accumulators.
+CV_AVX512 void store_rows(const qmm_job& j, int32_t r0, int nr, float (*acc)[kRows]) {
+  const auto mask = static_cast<__mmask16>((1u << nr) - 1);
+  for (int32_t t = 0; t < j.m; ++t) {
+    float* c = j.c + static_cast<size_t>(t) * j.ldc + r0;
+    __m512 v = _mm512_load_ps(acc[t]);
+    if (j.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, c), v);
+    _mm512_mask_storeu_ps(c, mask, v);
+  }
+}
+
 template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
   using tile_fn = void (*)(const qmm_job&, const uint8_t*, int32_t, int32_t, float (*)[kRows]);
   static constexpr tile_fn tiles[kTokens] = {tile<T, 1>, tile<T, 2>, tile<T, 3>, tile<T, 4>,
                                              tile<T, 5>, tile<T, 6>, tile<T, 7>, tile<T, 8>};
-  const int32_t nb = j.k / 256;
-  alignas(64) uint8_t bytes[kRows][256];
-  alignas(64) uint8_t scratch[layout<T>::bytes];
-  thread_local std::vector<float> accbuf;  // m rows of 16 floats, 64-byte aligned
-  accbuf.resize(static_cast<size_t>(kRows) * static_cast<size_t>(j.m + 1));
-  auto* acc = reinterpret_cast<float (*)[kRows]>((reinterpret_cast<uintptr_t>(accbuf.data()) + 63) & ~uintptr_t{63});
-  for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRows) {
-    const int nr = std::min<int32_t>(kRows, j.n_rows - r0);
-    std::memset(bytes, 0, sizeof bytes);
-    std::memset(acc, 0, sizeof(float) * kRows * static_cast<size_t>(j.m));
-    for (int32_t b = 0; b < nb; ++b) {
-      prepare<T>(j.w + j.w_row_bytes * static_cast<size_t>(r0), j.w_row_bytes, nr, b, bytes, scratch);
-      for (int32_t t0 = 0; t0 < j.m; t0 += kTokens) tiles[std::min(kTokens, j.m - t0) - 1](j, scratch, b, t0, acc);
-    }
-    const auto mask = static_cast<__mmask16>((1u << nr) - 1);
-    for (int32_t t = 0; t < j.m; ++t) {
-      float* c = j.c + static_cast<size_t>(t) * j.ldc + r0;
-      __m512 v = _mm512_load_ps(acc[t]);
-      if (j.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, c), v);
-      _mm512_mask_storeu_ps(c, mask, v);
-    }
-  }
+  rl_run<kRows, kTokens, kq::wide_groups, layout<T>::bytes>(j, prepare<T>, tiles, store_rows);
 }
 
 } // namespace

@@ -124,6 +124,18 @@ inline bool wide_enabled() {
   }();
   return on;
 }
+/// Row groups a row-lane kernel prepares per block before its token tiles pass over them
+/// (qmm_k_rowlane.hpp's rl_run): 4, or CONVEYOR_KQ_WIDE_GROUPS=1..4 (A/B runs; 1 = a group at a
+/// time, as before).
+inline constexpr int wide_groups = 4;
+inline int wide_groups_used() {
+  static const int g = [] {
+    const char* v = std::getenv("CONVEYOR_KQ_WIDE_GROUPS");
+    const int n = v ? std::atoi(v) : wide_groups;
+    return n < 1 ? 1 : n > wide_groups ? wide_groups : n;
+  }();
+  return g;
+}
 } // namespace kq
 
 #if defined(__x86_64__) || defined(__i386__)

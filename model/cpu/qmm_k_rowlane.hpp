@@ -1,8 +1,8 @@
 // Shared by the row-per-lane K-quant kernels (qmm_k_avx512_wide.cpp, qmm_k_avx2_wide.cpp), which
 // include it inside their own anonymous namespace with QMM_TARGET defined as their target
-// attribute: a block's 256 elements unpacked to unsigned bytes in element order, and the per-row
-// scale data the tiles read, written lane by lane. Plain AVX2 instructions only. No include guard:
-// one inclusion per namespace.
+// attribute: a block's 256 elements unpacked to unsigned bytes in element order, the per-row
+// scale data the tiles read, written lane by lane, and the loop over rows, blocks and token tiles
+// (rl_run). Plain AVX2 instructions only. No include guard: one inclusion per namespace.
 #ifndef QMM_TARGET
 #error "define QMM_TARGET (the kernel's target attribute) before including qmm_k_rowlane.hpp"
 #endif
@@ -79,5 +79,43 @@ template <ggml_type T, int R> inline void row_scales(const uint8_t* blk, int r, 
     }
     d[r] = kq::load_f16(blk);
     dmin[r] = kq::load_f16(blk + 2);
+  }
+}
+
+/// The kernels' loop. Rows go in passes of up to G groups of R rows (kq::wide_groups_used()); per
+/// block, each group's scratch is prepared, then every tile of NT tokens runs over all the groups
+/// while its activations (NT Q8_K blocks, ~1-2 KB) sit in L1. A group at a time read the whole
+/// job's block column (128 tokens: ~37 KB of Q8_K, past L1) from L2 once per R rows. Per (row,
+/// token) the blocks still go in order through the same steps: the bits do not change.
+///   prepare(rows, row_bytes, nr, block, bytes, scratch)   tiles[n - 1](j, scratch, block, t0, acc)
+///   store(j, first_row, nr, acc)
+template <int R, int NT, int G, size_t SB, class Prepare, class Tile, class Store>
+QMM_TARGET void rl_run(const qmm_job& j, Prepare prepare, const Tile (&tiles)[NT], Store store) {
+  static_assert(SB % 64 == 0, "each group's scratch stays 64-byte aligned");
+  using acc_rows = float (*)[R];
+  const int32_t nb = j.k / 256, gmax = std::min(G, kq::wide_groups_used());
+  const size_t per_group = static_cast<size_t>(R) * static_cast<size_t>(j.m);  // floats: m rows of R
+  alignas(64) uint8_t bytes[R][256];
+  alignas(64) uint8_t scratch[G][SB];
+  thread_local std::vector<float> accbuf;
+  accbuf.resize(per_group * G + 16);
+  float* const acc = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(accbuf.data()) + 63) & ~uintptr_t{63});
+  const auto group_acc = [&](int g) { return reinterpret_cast<acc_rows>(acc + per_group * static_cast<size_t>(g)); };
+  for (int32_t r0 = 0; r0 < j.n_rows; r0 += R * gmax) {
+    const int ng = std::min<int32_t>(gmax, (j.n_rows - r0 + R - 1) / R);
+    const auto rows_of = [&](int g) { return std::min<int32_t>(R, j.n_rows - r0 - R * g); };
+    std::memset(acc, 0, sizeof(float) * per_group * static_cast<size_t>(ng));
+    for (int32_t b = 0; b < nb; ++b) {
+      for (int g = 0; g < ng; ++g) {
+        const int nr = rows_of(g);
+        if (nr < R) std::memset(bytes, 0, sizeof bytes);  // lanes past nr stay zero
+        prepare(j.w + j.w_row_bytes * static_cast<size_t>(r0 + R * g), j.w_row_bytes, nr, b, bytes, scratch[g]);
+      }
+      for (int32_t t0 = 0; t0 < j.m; t0 += NT) {
+        const Tile tile = tiles[std::min(NT, j.m - t0) - 1];
+        for (int g = 0; g < ng; ++g) tile(j, scratch[g], b, t0, group_acc(g));
+      }
+    }
+    for (int g = 0; g < ng; ++g) store(j, r0 + R * g, rows_of(g), group_acc(g));
   }
 }

@@ -336,11 +336,12 @@ BOOST_AUTO_TEST_CASE(small_steps_are_batch_invariant_and_match_scalar) {
 BOOST_AUTO_TEST_CASE(wide_steps_match_scalar_bit_for_bit) {
   // m >= kq::wide_m: the row-lane kernels (16-row groups on AVX-512, 8 on AVX2, unpacked once per call).
   // Row ranges that start and end inside a 16-row group, k = 256 (one block) and 14336 (the
-  // next-block prefetch runs past the row), accumulate and a padded activation stride.
+  // next-block prefetch runs past the row), accumulate and a padded activation stride. 83 rows:
+  // passes of kq::wide_groups groups (64 rows on AVX-512, 32 on AVX2) and a short last one.
   std::mt19937 rng(8);
   for (ggml_type t : kTypes)
     for (int32_t k : {256, 14336}) {
-      const int32_t rows = 37, m = 40;
+      const int32_t rows = 83, m = 40;
       const kmat w = random_weights(t, rows, k, rng);
       const std::vector<uint8_t> act = quantize_acts(random_floats(static_cast<size_t>(m) * k, rng), m, k, 7);
       const size_t rb = act.size() / m;
