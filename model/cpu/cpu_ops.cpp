@@ -1,7 +1,10 @@
 #include "model/cpu/cpu_ops.hpp"
 
+#include <immintrin.h>
+
 #include <cmath>
 
+#include "model/cpu/simd_exp.hpp"
 
 namespace conveyor::model {
 
@@ -40,8 +43,32 @@ void rope_apply(float* v, int32_t n_heads, int32_t head_dim, int32_t n_rot, cons
   }
 }
 
+namespace {
+
+// silu(g) * u for 8 elements: e = e^-|g| (exp8's domain, no overflow), silu = g / (1 + e) for
+// g >= 0 and g * e / (1 + e) for g < 0 (the same value, as e^-g = 1 / e there).
+inline __m256 silu_mul8(__m256 g, __m256 u) {
+  const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 e = exp8(_mm256_or_ps(g, _mm256_set1_ps(-0.0f)));  // -|g|
+  const __m256 num = _mm256_mul_ps(g, _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, neg));
+  return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+} // namespace
+
+// Every element takes silu_mul8, the last few through a padded copy, so an element's result does
+// not depend on where it sits in the row (or on n).
 void silu_mul(const float* gate, const float* up, float* out, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i == n) return;
+  alignas(32) float g[8] = {}, u[8] = {}, o[8];
+  for (int32_t j = 0; j < n - i; ++j) {
+    g[j] = gate[i + j];
+    u[j] = up[i + j];
+  }
+  _mm256_store_ps(o, silu_mul8(_mm256_load_ps(g), _mm256_load_ps(u)));
+  for (int32_t j = 0; j < n - i; ++j) out[i + j] = o[j];
 }
 
 } // namespace conveyor::model
