@@ -172,12 +172,28 @@ float logprob_of(std::span<const float> logits, token_id token) { return log_sof
 void top_logprobs(std::span<const float> logits, int32_t n, std::vector<token_logprob>& out, sampler_scratch& scratch) {
   out.clear();
   if (n <= 0 || logits.empty()) return;
+  // The k best (highest logit, then lowest id), kept sorted in one pass: ids come in increasing
+  // order, so a logit equal to the worst kept one never displaces it, and one that ties a kept
+  // logit goes after it; the same list and order as sorting every token by (logit desc, id asc).
   auto& cand = scratch.cand;
   cand.clear();
-  for (size_t i = 0; i < logits.size(); ++i) cand.emplace_back(logits[i], static_cast<token_id>(i));
-  const size_t k = std::min(static_cast<size_t>(n), cand.size());
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  const size_t k = std::min(static_cast<size_t>(n), logits.size());
+  const auto take = [&](size_t i) {
+    const float x = logits[i];
+    if (cand.size() == k) {
+      if (!(x > cand.back().first)) return;
+      cand.pop_back();
+    }
+    auto at = std::find_if(cand.begin(), cand.end(), [x](const auto& c) { return c.first < x; });
+    cand.emplace(at, x, static_cast<token_id>(i));
+  };
+  size_t i = 0;
+  for (; i < logits.size() && cand.size() < k; ++i) take(i);
+  for (; i + 8 <= logits.size(); i += 8) {  // eight at a time while none beats the worst kept
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(&logits[i]), _mm256_set1_ps(cand.back().first), _CMP_GT_OQ)) == 0) continue;
+    for (size_t j = i; j < i + 8; ++j) take(j);
+  }
+  for (; i < logits.size(); ++i) take(i);
   const double lse = log_sum_exp(logits);
   for (size_t i = 0; i < k; ++i) out.push_back({cand[i].second, static_cast<float>(static_cast<double>(cand[i].first) - lse)});
 }

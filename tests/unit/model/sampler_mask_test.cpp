@@ -138,6 +138,25 @@ BOOST_AUTO_TEST_CASE(a_mask_that_allows_nothing_is_ignored) {
   BOOST_TEST(sample_token(logits, greedy, 0, scratch, too_short).token == free.token);
 }
 
+// Ties everywhere, the cut among them: the n best are the lowest ids of the tied logits, as a
+// stable sort by logit gives them (the one-pass selection must not keep a later id).
+BOOST_AUTO_TEST_CASE(top_logprobs_break_ties_by_the_lower_id) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> level(0, 5);
+  for (int32_t n : {1, 7, 20}) {
+    std::vector<float> logits(1000);
+    for (float& l : logits) l = static_cast<float>(level(rng));
+    sampler_scratch scratch;
+    std::vector<token_logprob> top;
+    top_logprobs(logits, n, top, scratch);
+    std::vector<token_id> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](token_id a, token_id b) { return logits[a] > logits[b]; });
+    BOOST_TEST_REQUIRE(top.size() == static_cast<size_t>(n));
+    for (size_t i = 0; i < top.size(); ++i) BOOST_TEST(top[i].token == order[i], "n " << n << " i " << i);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(top_logprobs_are_the_n_best_in_order) {
   auto logits = random_logits(500, 11);
   logits[10] = logits[20] = 30.0f;  // a tie: the lower id first
