@@ -17,31 +17,59 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// log(sum(exp(logits))), computed around the maximum: e^(l - max) by exp8 (about 1 ulp), summed
-// in double, 8 lanes (two vectors of 4) then the lanes in a fixed order, so a row's value depends
-// on its logits alone. A vocabulary's worth of std::exp in double cost ~0.3 ms a sampled row.
-double log_sum_exp(std::span<const float> logits) {
-  const float* p = logits.data();
-  const size_t n = logits.size(), nv = n / 8 * 8;
-  alignas(32) float tail[8];
-  for (size_t j = 0; j < 8; ++j) tail[j] = nv + j < n ? p[nv + j] : -INFINITY;
-  __m256 mv = _mm256_load_ps(tail);
-  for (size_t j = 0; j < nv; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, mv);
-  const float mx = *std::max_element(lanes, lanes + 8);
-  const __m256 m8 = _mm256_set1_ps(mx);
+// e^(x - mx) summed in double: exp8 (about 1 ulp) eight at a time, two vectors of four double
+// lanes, then the lanes in a fixed order, so a sum depends on its inputs' order alone.
+// A vocabulary's worth of std::exp in double cost ~0.5 ms a sampled row.
+struct exp_sum {
+  __m256 m8;
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  const auto add = [&](__m256 x) {
+  explicit exp_sum(float mx) : m8(_mm256_set1_ps(mx)) {}
+  void add(__m256 x) {
     const __m256 e = exp8(_mm256_sub_ps(x, m8));
     s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  };
-  for (size_t j = 0; j < nv; j += 8) add(_mm256_loadu_ps(p + j));
-  add(_mm256_load_ps(tail));  // the pads are -inf: e^-inf = 0
-  alignas(32) double parts[4];
-  _mm256_store_pd(parts, _mm256_add_pd(s0, s1));
-  return static_cast<double>(mx) + std::log((parts[0] + parts[1]) + (parts[2] + parts[3]));
+  }
+  /// Adds get(0) .. get(n - 1), n < 8, the rest of the vector -inf (e^-inf = 0).
+  template <class Get> void add_tail(size_t n, const Get& get) {
+    alignas(32) float tail[8];
+    for (size_t j = 0; j < 8; ++j) tail[j] = j < n ? get(j) : -INFINITY;
+    add(_mm256_load_ps(tail));
+  }
+  double total() const {
+    alignas(32) double parts[4];
+    _mm256_store_pd(parts, _mm256_add_pd(s0, s1));
+    return (parts[0] + parts[1]) + (parts[2] + parts[3]);
+  }
+};
+
+// log(sum(exp(logits))), computed around the maximum.
+double log_sum_exp(std::span<const float> logits) {
+  const float* p = logits.data();
+  const size_t n = logits.size(), nv = n / 8 * 8;
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  for (size_t j = 0; j < nv; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float mx = *std::max_element(lanes, lanes + 8);
+  for (size_t j = nv; j < n; ++j) mx = std::max(mx, p[j]);
+  exp_sum sum(mx);
+  for (size_t j = 0; j < nv; j += 8) sum.add(_mm256_loadu_ps(p + j));
+  sum.add_tail(n - nv, [&](size_t j) { return p[nv + j]; });
+  return static_cast<double>(mx) + std::log(sum.total());
+}
+
+// sum over c[0..n) of e^(c.first - mx): the softmax's normaliser over the candidates. Eight
+// (logit, id) pairs are two vectors; their logits are the even lanes.
+double sum_exp(const std::pair<float, token_id>* c, size_t n, float mx) {
+  static_assert(sizeof(std::pair<float, token_id>) == 8, "a candidate is a float and a 32-bit id");
+  exp_sum sum(mx);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(c + i)), b = _mm256_loadu_ps(reinterpret_cast<const float*>(c + i + 4));
+    sum.add(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));  // the logits, lanes permuted
+  }
+  sum.add_tail(n - i, [&](size_t j) { return c[i + j].first; });
+  return sum.total();
 }
 
 float log_softmax_at(std::span<const float> logits, token_id id) {
@@ -95,8 +123,7 @@ token_id draw(std::span<const float> logits, const sampling_params& p, int64_t p
   // chunk), never the whole vocabulary (a full sort of 49k candidates cost ~4 ms per token).
   const auto end = cand.begin() + static_cast<std::ptrdiff_t>(n);
   const float mx = std::max_element(cand.begin(), end, [](const auto& a, const auto& b) { return a.first < b.first; })->first;
-  double sum = 0.0;
-  for (auto it = cand.begin(); it != end; ++it) sum += std::exp(static_cast<double>(it->first - mx));
+  const double sum = sum_exp(cand.data(), n, mx);
   auto& prob = scratch.prob;  // probabilities of the sorted prefix
   prob.clear();
   const auto sorted_through = [&](size_t i) {  // cand[0..i] sorted, prob[0..i] known
