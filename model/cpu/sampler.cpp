@@ -23,11 +23,16 @@ uint64_t splitmix64(uint64_t x) {
 struct exp_sum {
   __m256 m8;
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  explicit exp_sum(float mx) : m8(_mm256_set1_ps(mx)) {}
+  double norm;  // > 0: each term is float(e^(x - mx) / norm)
+  explicit exp_sum(float mx, double norm_ = 0.0) : m8(_mm256_set1_ps(mx)), norm(norm_) {}
+  __m256d term(__m128 e) const {
+    const __m256d d = _mm256_cvtps_pd(e);
+    return norm > 0.0 ? _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_div_pd(d, _mm256_set1_pd(norm)))) : d;
+  }
   void add(__m256 x) {
     const __m256 e = exp8(_mm256_sub_ps(x, m8));
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    s0 = _mm256_add_pd(s0, term(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, term(_mm256_extractf128_ps(e, 1)));
   }
   /// Adds get(0) .. get(n - 1), n < 8, the rest of the vector -inf (e^-inf = 0).
   template <class Get> void add_tail(size_t n, const Get& get) {
@@ -58,11 +63,12 @@ double log_sum_exp(std::span<const float> logits) {
   return static_cast<double>(mx) + std::log(sum.total());
 }
 
-// sum over c[0..n) of e^(c.first - mx): the softmax's normaliser over the candidates. Eight
-// (logit, id) pairs are two vectors; their logits are the even lanes.
-double sum_exp(const std::pair<float, token_id>* c, size_t n, float mx) {
+// sum over c[0..n) of e^(c.first - mx): the softmax's normaliser over the candidates; with `norm`,
+// of float(e^(c.first - mx) / norm) instead (the probabilities' total). Eight (logit, id) pairs are
+// two vectors; their logits are the even lanes.
+double sum_exp(const std::pair<float, token_id>* c, size_t n, float mx, double norm = 0.0) {
   static_assert(sizeof(std::pair<float, token_id>) == 8, "a candidate is a float and a 32-bit id");
-  exp_sum sum(mx);
+  exp_sum sum(mx, norm);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_loadu_ps(reinterpret_cast<const float*>(c + i)), b = _mm256_loadu_ps(reinterpret_cast<const float*>(c + i + 4));
@@ -166,7 +172,7 @@ token_id draw(std::span<const float> logits, const sampling_params& p, int64_t p
   if (truncated) {
     for (size_t i = 0; i < n; ++i) total += prob[i];  // a prefix: already sorted
   } else {
-    for (size_t i = 0; i < n; ++i) total += static_cast<float>(std::exp(static_cast<double>(cand[i].first - mx)) / sum);
+    total = sum_exp(cand.data(), n, mx, sum);  // every probability, rounded to float as prob[] holds them
   }
   const double target = sample_coin(p.seed, position) * total;
   double cum = 0.0;
