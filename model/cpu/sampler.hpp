@@ -28,6 +28,7 @@ double sample_coin(uint64_t seed, int64_t position);
 struct sampler_scratch {
   std::vector<std::pair<float, token_id>> cand;
   std::vector<float> prob;
+  std::vector<size_t> pick;    ///< positions in cand of the best few (the first chunk of a draw)
   std::vector<float> edited;   ///< the row with logit edits applied
   std::vector<logit_edit> row_edits;  ///< a drafted row's edits: its sequence's, plus the drafts before it
 };

@@ -101,6 +101,29 @@ BOOST_AUTO_TEST_CASE(lazy_sorting_draws_what_a_full_sort_draws) {
   BOOST_TEST(differ == 0, differ << " of " << draws << " draws differ");
 }
 
+// Logits on a few levels: ties everywhere, also across the first chunk's cut (the one-pass pick
+// of the 64 best must order them by id, as the full sort does), also after top_k's nth_element has
+// reordered the candidates (top_k 1000 of 5000 leaves more than 4 x 64 of them).
+BOOST_AUTO_TEST_CASE(draws_among_tied_logits_match_a_full_sort) {
+  sampler_scratch scratch;
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> level(0, 9);
+  int differ = 0, draws = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> logits(trial % 2 ? 5000 : 300);
+    for (float& l : logits) l = 0.5f * static_cast<float>(level(rng));
+    for (const auto& [k, tp] : {std::pair{0, 1.0f}, std::pair{100, 1.0f}, std::pair{1000, 1.0f}, std::pair{0, 0.3f}}) {
+      sampling_params p;
+      p.temperature = 0.5f;
+      p.top_k = k;
+      p.top_p = tp;
+      p.seed = static_cast<uint64_t>(trial);
+      for (int64_t pos = 0; pos < 20; ++pos, ++draws) differ += sample_token(logits, p, pos, scratch).token != full_sort_draw(logits, p, pos);
+    }
+  }
+  BOOST_TEST(differ == 0, differ << " of " << draws << " draws differ");
+}
+
 BOOST_AUTO_TEST_CASE(greedy_and_random_draws_stay_inside_the_mask) {
   const int V = 1000;
   const auto logits = random_logits(V, 7);
