@@ -149,11 +149,42 @@ double sample_coin(uint64_t seed, int64_t position) {
 
 namespace {
 
+// The first position of the largest logit (the scalar loop's answer: ties go to the lowest id),
+// found eight at a time; logits.size() when a NaN is among them (the caller's loop decides then).
+size_t argmax_first(std::span<const float> logits) {
+  const float* p = logits.data();
+  const size_t n = logits.size(), nv = n / 8 * 8;
+  if (nv == 0) return n;
+  __m256 mv = _mm256_loadu_ps(p), nan = _mm256_cmp_ps(mv, mv, _CMP_UNORD_Q);
+  for (size_t j = 8; j < nv; j += 8) {
+    const __m256 x = _mm256_loadu_ps(p + j);
+    mv = _mm256_max_ps(mv, x);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(nan) != 0) return n;
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float mx = *std::max_element(lanes, lanes + 8);
+  for (size_t j = nv; j < n; ++j) {
+    if (std::isnan(p[j])) return n;
+    mx = std::max(mx, p[j]);
+  }
+  const __m256 m8 = _mm256_set1_ps(mx);
+  for (size_t j = 0; j < nv; j += 8)
+    if (const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + j), m8, _CMP_EQ_OQ)); hit != 0)
+      return j + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(hit)));
+  for (size_t j = nv; j < n; ++j)
+    if (p[j] == mx) return j;
+  return n;
+}
+
 // The drawn token (see sample_token) from `logits`, edits already applied.
 token_id draw(std::span<const float> logits, const sampling_params& p, int64_t position, sampler_scratch& scratch,
               std::span<const uint32_t> allowed) {
   if (!allowed.empty() && (allowed.size() * 32 < logits.size() || !allows_any(allowed, logits.size()))) allowed = {};
   if (p.temperature == 0.0f) {
+    if (allowed.empty())
+      if (const size_t best = argmax_first(logits); best < logits.size()) return static_cast<token_id>(best);
     size_t best = logits.size();
     for (size_t i = 0; i < logits.size(); ++i)
       if (is_allowed(allowed, i) && (best == logits.size() || logits[i] > logits[best])) best = i;

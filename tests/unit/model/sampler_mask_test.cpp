@@ -124,6 +124,32 @@ BOOST_AUTO_TEST_CASE(draws_among_tied_logits_match_a_full_sort) {
   BOOST_TEST(differ == 0, differ << " of " << draws << " draws differ");
 }
 
+// Greedy: the first of the largest logits, whatever the length (vector body, scalar tail), with
+// ties in the body and the tail, signed zeros, and a NaN (which no comparison picks).
+BOOST_AUTO_TEST_CASE(greedy_takes_the_first_of_the_largest) {
+  sampler_scratch scratch;
+  sampling_params greedy;
+  greedy.temperature = 0.0f;
+  const auto first_max = [](const std::vector<float>& l) {
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); ++i)
+      if (l[i] > l[best]) best = i;
+    return static_cast<token_id>(best);
+  };
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> level(-3, 3);
+  for (size_t n : {1u, 7u, 8u, 9u, 31u, 64u, 1000u, 1003u})
+    for (int trial = 0; trial < 30; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = static_cast<float>(level(rng));
+      if (trial % 5 == 1) l[n - 1] = 9.0f;                   // the largest in the tail
+      if (trial % 5 == 2) std::fill(l.begin(), l.end(), 0.0f), l[n / 2] = -0.0f;  // signed zeros
+      if (trial % 5 == 3) l[trial % n] = NAN;
+      if (trial % 5 == 4) std::fill(l.begin(), l.end(), -INFINITY);
+      BOOST_TEST(sample_token(l, greedy, 0, scratch).token == first_max(l), "n " << n << " trial " << trial);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(greedy_and_random_draws_stay_inside_the_mask) {
   const int V = 1000;
   const auto logits = random_logits(V, 7);
