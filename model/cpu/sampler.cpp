@@ -18,6 +18,8 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+using candidate = std::pair<float, token_id>;
+
 // e^(x - mx) summed in double: exp8 (about 1 ulp) eight at a time, two vectors of four double
 // lanes, then the lanes in a fixed order, so a sum depends on its inputs' order alone.
 // A vocabulary's worth of std::exp in double cost ~0.5 ms a sampled row.
@@ -67,8 +69,8 @@ double log_sum_exp(std::span<const float> logits) {
 // sum over c[0..n) of e^(c.first - mx): the softmax's normaliser over the candidates; with `norm`,
 // of float(e^(c.first - mx) / norm) instead (the probabilities' total). Eight (logit, id) pairs are
 // two vectors; their logits are the even lanes.
-double sum_exp(const std::pair<float, token_id>* c, size_t n, float mx, double norm = 0.0) {
-  static_assert(sizeof(std::pair<float, token_id>) == 8, "a candidate is a float and a 32-bit id");
+double sum_exp(const candidate* c, size_t n, float mx, double norm = 0.0) {
+  static_assert(sizeof(candidate) == 8, "a candidate is a float and a 32-bit id");
   exp_sum sum(mx, norm);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -78,8 +80,6 @@ double sum_exp(const std::pair<float, token_id>* c, size_t n, float mx, double n
   sum.add_tail(n - i, [&](size_t j) { return c[i + j].first; });
   return sum.total();
 }
-
-using candidate = std::pair<float, token_id>;
 
 // Higher logit first, then the lower id: a strict total order, as a row's ids are distinct.
 bool by_logit(const candidate& a, const candidate& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); }
