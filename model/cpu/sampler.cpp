@@ -82,7 +82,10 @@ double sum_exp(const candidate* c, size_t n, float mx, double norm = 0.0) {
 }
 
 // Higher logit first, then the lower id: a strict total order, as a row's ids are distinct.
-bool by_logit(const candidate& a, const candidate& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); }
+// (A lambda, not a function: std::sort and nth_element inline it.)
+constexpr auto by_logit = [](const candidate& a, const candidate& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+};
 
 // Moves the k best of c[0..n) to c[0..k), sorted, the others after them in some order: what
 // nth_element(c, c + k, c + n) and a sort of c[0..k) give (the order is total, so the k best and
