@@ -8,7 +8,6 @@
 // Timing: the best of repeated rounds over the layers (at least 5 and 0.2 s per cell), per call. Prints microseconds per call
 // and the multiply-adds per second of its QK and PV products (2 * rows * heads * ctx * hd).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,25 +16,14 @@
 #include <vector>
 
 #include "model/cpu/paged_kv.hpp"
+#include "tools/kernel_bench/bench_common.hpp"
 
 namespace {
 
 using conveyor::model::kv_storage;
 using conveyor::model::paged_kv;
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> v;
-  size_t at = 0;
-  while (at < s.size()) {
-    const size_t end = s.find(',', at);
-    v.push_back(std::atoi(s.substr(at, end - at).c_str()));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return v;
-}
+using conveyor::kernel_bench::now_s;
+using conveyor::kernel_bench::parse_list;
 
 struct cell {
   int ctx, rows, heads;

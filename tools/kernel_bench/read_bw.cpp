@@ -15,7 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "tools/kernel_bench/bench_common.hpp"
+
 namespace {
+
+using conveyor::kernel_bench::now_s;
+using conveyor::kernel_bench::parse_list;
 
 typedef uint64_t v4u64 __attribute__((vector_size(32)));
 
@@ -29,20 +34,6 @@ uint64_t sum_slice(const v4u64* p, size_t n) {
   }
   const v4u64 s = a + b + c + d;
   return s[0] + s[1] + s[2] + s[3];
-}
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> v;
-  size_t at = 0;
-  while (at < s.size()) {
-    const size_t end = s.find(',', at);
-    v.push_back(std::atoi(s.substr(at, end - at).c_str()));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return v;
 }
 
 }  // namespace

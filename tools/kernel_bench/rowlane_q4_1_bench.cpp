@@ -32,6 +32,7 @@
 #include "model/cpu/qmm.hpp"
 #include "model/cpu/qmm_kernels.hpp"
 #include "model/formats/dequant.hpp"
+#include "tools/kernel_bench/bench_common.hpp"
 
 using namespace conveyor::model;
 
@@ -166,38 +167,14 @@ void rowlane(const uint8_t* w, int32_t n, int32_t k, const uint8_t* act, size_t 
     }
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-template <class F> double best_ms(F&& f) {
-  double best = 1e30;
-  const double start = now_s();
-  for (int it = 0; it < 5 || now_s() - start < 0.2; ++it) {
-    const double t0 = now_s();
-    f();
-    best = std::min(best, now_s() - t0);
-  }
-  return best * 1e3;
-}
-
-std::vector<int32_t> parse_list(const std::string& s) {
-  std::vector<int32_t> v;
-  for (size_t at = 0; at < s.size();) {
-    const size_t end = s.find(',', at);
-    v.push_back(std::atoi(s.substr(at, end - at).c_str()));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int32_t> ms = {1, 2, 4, 6, 8, 9};
+  std::vector<int> ms = {1, 2, 4, 6, 8, 9};
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--m" && i + 1 < argc) ms = parse_list(argv[++i]);
+    if (a == "--m" && i + 1 < argc) ms = conveyor::kernel_bench::parse_list(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else {
       std::fprintf(stderr, "usage: rowlane-q4-1-bench [--m 1,2,4,6,8,9] [--json FILE]\n");
@@ -248,8 +225,8 @@ int main(int argc, char** argv) {
       j.c = today.data();
       j.ldc = s.n;
       j.packed = true;
-      const double t_today = best_ms([&] { qmm_run(cpu_isa::avx512, j); });
-      const double t_mine = best_ms([&] { rowlane(rl.data(), s.n, s.k, act.data(), astride, m, mine.data()); });
+      const double t_today = 1e3 * conveyor::kernel_bench::best_s([&] { qmm_run(cpu_isa::avx512, j); });
+      const double t_mine = 1e3 * conveyor::kernel_bench::best_s([&] { rowlane(rl.data(), s.n, s.k, act.data(), astride, m, mine.data()); });
       double diff = 0;
       for (int32_t t = 0; t < m; ++t)
         for (int32_t r = 0; r < s.n; ++r) {
