@@ -57,34 +57,37 @@ void cpu_matmul::run(spinning_pool& pool, const qmatrix& w, const float* a, int3
   } else {
     pool.parallel_for(int64_t{m} * nf, [&](int64_t i, int32_t) { quantize(i); });
   }
-  // Row chunks as qgemv's (about 16 per thread, at least 16 rows), times token groups.
+  // Row chunks as qgemv's (about 16 per thread, at least 16 rows), times token groups. Chunks
+  // are cut per part from the part's first row, so a chunk of packed rows starts a 16-row group
+  // of its part and only a part's last chunk is not a multiple of 16 rows (qmm_job::packed).
   const int32_t per = (n + pool.size() * 16 - 1) / (pool.size() * 16);
   const int32_t chunk = std::max<int32_t>(16, (per + 15) / 16 * 16);
-  const int64_t row_items = (n + chunk - 1) / chunk, groups = (m + kTokenGroup - 1) / kTokenGroup;
-  pool.parallel_for(row_items * groups, [&](int64_t item, int32_t) {
-    const int32_t r0 = static_cast<int32_t>(item / groups) * chunk, r1 = std::min(n, r0 + chunk);
+  chunks_.clear();
+  const std::vector<qmatrix::part>& parts = w.parts();
+  for (size_t pi = 0; pi < parts.size(); ++pi)
+    for (int32_t lo = 0; lo < parts[pi].rows; lo += chunk) chunks_.push_back({static_cast<int32_t>(pi), lo, std::min(parts[pi].rows, lo + chunk)});
+  const int64_t groups = (m + kTokenGroup - 1) / kTokenGroup;
+  pool.parallel_for(static_cast<int64_t>(chunks_.size()) * groups, [&](int64_t item, int32_t) {
+    const row_chunk& rc = chunks_[static_cast<size_t>(item / groups)];
+    const qmatrix::part& p = parts[static_cast<size_t>(rc.part)];
     const int32_t t0 = static_cast<int32_t>(item % groups) * kTokenGroup, t1 = std::min(m, t0 + kTokenGroup);
-    for (const qmatrix::part& p : w.parts()) {
-      const int32_t lo = std::max(r0, p.first_row), hi = std::min(r1, p.first_row + p.rows);
-      if (lo >= hi) continue;
-      const act_format f = act_format_for(p.type);
-      const size_t stride = act_row_bytes(f, k);
-      qmm_job j;
-      j.type = p.type;
-      j.packed = p.packed != nullptr && w.packed_isa() == isa_;
-      j.w = (j.packed ? p.packed : p.data) + static_cast<size_t>(lo - p.first_row) * p.row_bytes;
-      j.w_row_bytes = p.row_bytes;
-      j.n_rows = hi - lo;
-      j.k = k;
-      j.act = f == act_format::f32 ? reinterpret_cast<const uint8_t*>(a + static_cast<size_t>(t0) * k)
-                                   : act_[static_cast<int>(f)].data() + stride * t0;
-      j.act_stride = stride;
-      j.m = t1 - t0;
-      j.c = c + static_cast<size_t>(t0) * n + lo;
-      j.ldc = n;
-      j.accumulate = accumulate;
-      qmm_run(isa_, j);
-    }
+    const act_format f = act_format_for(p.type);
+    const size_t stride = act_row_bytes(f, k);
+    qmm_job j;
+    j.type = p.type;
+    j.packed = p.packed != nullptr && w.packed_isa() == isa_;
+    j.w = (j.packed ? p.packed : p.data) + static_cast<size_t>(rc.lo) * p.row_bytes;
+    j.w_row_bytes = p.row_bytes;
+    j.n_rows = rc.hi - rc.lo;
+    j.k = k;
+    j.act = f == act_format::f32 ? reinterpret_cast<const uint8_t*>(a + static_cast<size_t>(t0) * k)
+                                 : act_[static_cast<int>(f)].data() + stride * t0;
+    j.act_stride = stride;
+    j.m = t1 - t0;
+    j.c = c + static_cast<size_t>(t0) * n + p.first_row + rc.lo;
+    j.ldc = n;
+    j.accumulate = accumulate;
+    qmm_run(isa_, j);
   });
 }
 

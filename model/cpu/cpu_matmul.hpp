@@ -39,6 +39,8 @@ private:
   cpu_math math_;
   cpu_isa isa_;
   std::vector<uint8_t> act_[4];  // quantized activations, one buffer per act_format
+  struct row_chunk { int32_t part, lo, hi; };  // rows [lo, hi) of a part
+  std::vector<row_chunk> chunks_;
 };
 
 } // namespace conveyor::model

@@ -107,11 +107,7 @@ void qmm_pack_rows(cpu_isa isa, ggml_type w, const uint8_t* src, int32_t rows, i
     throw std::invalid_argument(std::string("qmm: no packed layout of ") + type_name(w) + " for " + cpu_isa_name(isa));
   if (k <= 0 || k % 32 != 0) throw std::invalid_argument("qmm: k = " + std::to_string(k) + " is not a multiple of 32");
   if (!cpu_isa_available(isa)) throw std::invalid_argument(std::string("qmm: this CPU cannot run ") + cpu_isa_name(isa));
-#if defined(__x86_64__) || defined(__i386__)
-  if (rows <= 0) return;
-  if (isa == cpu_isa::avx512) qmm_legacy_avx512_pack(w, src, rows, k, dst);
-  else qmm_legacy_avx2_pack(w, src, rows, k, dst);
-#endif
+  if (rows > 0) qmm_legacy_pack(w, src, rows, k, dst);
 }
 
 void qmm_run(cpu_isa isa, const qmm_job& j) {

@@ -61,18 +61,22 @@ struct qmm_job {
   float* c = nullptr;
   int32_t ldc = 0;                  ///< floats from one output row (token) to the next
   bool accumulate = false;          ///< add to c instead of overwriting it
-  bool packed = false;              ///< w holds rows repacked by qmm_pack_rows() for this ISA
+  /// w holds rows repacked by qmm_pack_rows() for this ISA. Packed rows sit in groups of 16
+  /// from the packed matrix's first row: the job's first row must start a group, and a job whose
+  /// n_rows is not a multiple of 16 must end at the packed matrix's last row.
+  bool packed = false;
 };
 
 /// True when `isa`'s kernels have a packed layout for type `w` (AVX2 and AVX-512: Q4_0 Q4_1
-/// Q5_0 Q5_1 Q8_0, a layout per ISA): rows rearranged once at load so that the kernels load
-/// them without shuffles (AVX-512) or convert 8 block scales at once (AVX2). Packed and raw
-/// rows give the same bits (batch invariance holds across both).
+/// Q5_0 Q5_1 Q8_0, one layout for both): rows interleaved once at load in groups of 16, so that
+/// lane r of a vector holds row r's bytes (qmm_rl.hpp). Packed and raw rows give the same bits;
+/// every ISA gives the scalar kernel's bits for these types (one float order, no horizontal sum).
 bool qmm_packs(cpu_isa isa, ggml_type w);
 /// False when CONVEYOR_PACK_WEIGHTS=0 is in the environment (packing off, for A/B runs).
 bool qmm_pack_by_default();
 /// Repacks `rows` rows of k elements of type `w` (raw GGUF blocks at src) into dst, which takes
-/// exactly as many bytes (row r at the same offset). Throws std::invalid_argument unless
+/// exactly as many bytes (rows 16g .. 16g + 15 in the bytes of those rows; the last group short
+/// when rows % 16 != 0). Throws std::invalid_argument unless
 /// qmm_packs(isa, w) and k is a positive multiple of 32.
 void qmm_pack_rows(cpu_isa isa, ggml_type w, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
 

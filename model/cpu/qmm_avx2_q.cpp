@@ -1,19 +1,16 @@
 // AVX2 legacy qmm kernel for the quantized types Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (called from
-// qmm_avx2.cpp), in the AVX-512 kernel's "block per lane" form (qmm_avx2_q_pack.hpp): a group of
-// up to 8 blocks is G maddubs + madd into one vector whose lane L is the exact partial dot of
-// block L / (8 / G); its float work is one cvt, one mul and one fma for the whole group. Q4
-// types add their maddubs results as int16 (|sum| <= 8 * 2 * 15 * 128 < 2^15), Q5 four at a time,
-// Q8_0 (sign trick) one at a time, before the madd: exact either way.
+// qmm_avx2.cpp), rows in lanes on the AVX-512 kernel's packed layout (qmm_rl.hpp): a 16-row
+// group is taken as two halves of 8 rows, one 256-bit vector each. The integer dot of a block
+// is maddubs (u8 weights x the token's 4 activation bytes broadcast -> int16 pairs) and one
+// madd to int32: Q4 types add all 8 of a block's maddubs results as int16 first (|sum| <=
+// 8 * 2 * 15 * 127 < 2^15), Q5 four at a time; Q8_0 stays signed (sign trick, |w| <= 128) and
+// is summed one vector at a time. The float step per block is qmm_rl.hpp's, lane by lane.
 //
-// Per call: the activations are repacked once (with per-group activation scales and the
-// -off * sum(a) corrections of Q4_0 / Q5_0); at m == 1 each row is unpacked in registers (raw or
-// packed rows), at m > 1 each row tile is unpacked once into an L1 buffer and run against every
-// token in tiles of R rows x N tokens.
+// A half's block is decoded once (nibbles split, Q5's high bits added) and run against up to 4
+// tokens; raw rows and a packed matrix's short last group go through a 16-lane scratch group.
 //
-// NOTE: batch invariance. For a (row, token) pair every path (any R, N, m, row offset, packed or
-// raw) does the same float operations in the same order: acc = 0; per group in order,
-// acc = fma(cvt(isum), dw * da, acc); then + the min terms; then the same horizontal sum. (These
-// are the AVX-512 kernel's operations, so both ISAs give the same bits.)
+// NOTE: batch invariance. Every lane takes qmm_rl.hpp's order whatever m, the pass, the half or
+// the row offset: the scalar kernel's bits, and so the AVX-512 kernel's.
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
@@ -21,11 +18,12 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <utility>
 #include <vector>
 
-#include "model/cpu/qmm_avx2_q_pack.hpp"
 #include "model/cpu/qmm_kernels.hpp"
+#include "model/cpu/qmm_rl.hpp"
+
+#define CV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace conveyor::model {
 
@@ -33,275 +31,192 @@ void qmm_legacy_avx2_quant(const qmm_job& j);  // qmm_avx2.cpp's dispatch
 
 namespace {
 
-using namespace qmm256;
+using namespace qmmrl;
 
-struct ctx {
-  const qmm_job* j;
-  int32_t nb, r0;     // r0: job row of the tile's first row
-  const uint8_t* wb;  // unpacked rows, wstride apart
-  size_t wstride;
-  const uint8_t* ab;  // repacked tokens, astride apart
+constexpr int kPass = 4;  // tokens per tile
+
+struct tile_io {
+  const uint8_t* act;   // the first token's activation row
   size_t astride;
+  const int32_t* corr;  // the first token's corrections (nb per token), or null
+  int32_t nb;
+  float* c;             // output of (first token, first row of the group)
+  int32_t ldc;
+  bool accumulate;
 };
 
-CV_AVX2 inline float hsum(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
+CV_AVX2 inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+/// Q5: adds 16 to the bytes of v whose high bit is set (see qmm_avx512_q.cpp's add_high).
+template <int byte, bool odd> CV_AVX2 inline __m256i add_high(__m256i v, __m256i qhv) {
+  constexpr char b = byte;
+  const __m256i idx = _mm256_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b,
+                                       b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b);
+  const __m256i sel = _mm256_set1_epi32(odd ? static_cast<int>(0x80402010u) : 0x08040201);
+  const __m256i bc = _mm256_and_si256(_mm256_shuffle_epi8(qhv, idx), sel);
+  return _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(bc, sel), _mm256_set1_epi8(0x10)));
 }
 
-CV_AVX2 inline void store(const qmm_job& j, int32_t t, int32_t r, __m256 acc) {
-  float& o = j.c[static_cast<size_t>(t) * static_cast<size_t>(j.ldc) + static_cast<size_t>(r)];
-  const float h = hsum(acc);
-  o = j.accumulate ? o + h : h;
+/// Half h of block p of a 16-lane group: 8 weight vectors (u8; Q8_0: signed), scales, mins.
+template <ggml_type T> CV_AVX2 inline void decode(const uint8_t* p, int h, __m256i (&w)[8], __m256& dw, __m256& mw) {
+  constexpr geom g = geom_of(T);
+  if constexpr (T == ggml_type::q8_0) {
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) w[i] = ld(p + 64 * i + 32 * h);
+  } else {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = ld(p + 64 * i + 32 * h);
+      w[i] = _mm256_and_si256(v, nib);
+      w[4 + i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    }
+    if constexpr (g.qh) {
+      const __m256i qhv = ld(p + qh_at(g, kLanes) + 32 * h);
+      w[0] = add_high<0, false>(w[0], qhv);
+      w[1] = add_high<0, true>(w[1], qhv);
+      w[2] = add_high<1, false>(w[2], qhv);
+      w[3] = add_high<1, true>(w[3], qhv);
+      w[4] = add_high<2, false>(w[4], qhv);
+      w[5] = add_high<2, true>(w[5], qhv);
+      w[6] = add_high<3, false>(w[6], qhv);
+      w[7] = add_high<3, true>(w[7], qhv);
+    }
+  }
+  dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d_at(g, kLanes) + 16 * h)));
+  if constexpr (g.min) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + m_at(g, kLanes) + 16 * h)));
 }
 
-/// Lane-wise exact integer dot of G weight vectors w (pointers, 32 bytes apart) and activation
-/// vectors at a, plus c.
-template <ggml_type T, int G> CV_AVX2 inline __m256i idot(const __m256i* w, const uint8_t* a, __m256i c) {
-  constexpr int run = T == ggml_type::q8_0 ? 1 : layout<T>().qh >= 0 ? 4 : 8;  // int16 sums that cannot overflow
+/// The exact int32 dots of the 8 lanes' block with the token's 8 activation dwords qb, plus c.
+template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const int32_t* qb, __m256i c) {
   const __m256i ones = _mm256_set1_epi16(1);
-  #pragma GCC unroll 8
-  for (int i0 = 0; i0 < G; i0 += run) {
-    __m256i s16 = _mm256_setzero_si256();
-    for (int i = i0; i < std::min(G, i0 + run); ++i) {
-      const __m256i av = ld(a + 32 * i);
-      const __m256i p = T == ggml_type::q8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(w[i], w[i]), _mm256_sign_epi8(av, w[i]))
-                                             : _mm256_maddubs_epi16(w[i], av);
-      s16 = i == i0 ? p : _mm256_add_epi16(s16, p);
-    }
-    c = _mm256_add_epi32(c, _mm256_madd_epi16(s16, ones));
-  }
-  return c;
-}
-
-/// The float step of a group, the same in every path.
-template <ggml_type T> CV_AVX2 inline __m256 fold(__m256 acc, __m256i is, __m256 dw, __m256 da, __m256 mv, __m256 sa) {
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, da), acc);
-  if constexpr (has_min<T>()) acc = _mm256_fmadd_ps(mv, sa, acc);
-  return acc;
-}
-
-/// Activation scales (and sums) of a group: da at +32G(+32), sa after it.
-template <ggml_type T, int G> CV_AVX2 inline void act_scales(const uint8_t* pa, __m256& da, __m256& sa, __m256i& c) {
-  constexpr int ad = 32 * G + (has_corr<T>() ? 32 : 0);
-  c = has_corr<T>() ? ld(pa + 32 * G) : _mm256_setzero_si256();
-  da = _mm256_loadu_ps(reinterpret_cast<const float*>(pa + ad));
-  sa = has_min<T>() ? _mm256_loadu_ps(reinterpret_cast<const float*>(pa + ad + 32)) : _mm256_setzero_ps();
-}
-
-/// One group of an R x N tile from the unpacked buffer.
-template <ggml_type T, int R, int N, int G>
-CV_AVX2 inline void group(const uint8_t* (&pw)[R], const uint8_t* (&pa)[N], __m256 (&acc)[R][N]) {
-  __m256 da[N], sa[N];
-  __m256i c[N];
-  #pragma GCC unroll 8
-  for (int t = 0; t < N; ++t) act_scales<T, G>(pa[t], da[t], sa[t], c[t]);
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    __m256i w[G];
+  if constexpr (T == ggml_type::q8_0) {
+    __m256i s0 = c, s1 = _mm256_setzero_si256();
     #pragma GCC unroll 8
-    for (int i = 0; i < G; ++i) w[i] = ld(pw[r] + 32 * i);
-    const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pw[r] + 32 * G));
-    const __m256 mv = has_min<T>() ? _mm256_loadu_ps(reinterpret_cast<const float*>(pw[r] + 32 * G + 32)) : _mm256_setzero_ps();
-    #pragma GCC unroll 8
-    for (int t = 0; t < N; ++t) acc[r][t] = fold<T>(acc[r][t], idot<T, G>(w, pa[t], c[t]), dw, da[t], mv, sa[t]);
-    pw[r] += w_group_bytes<T>(G);
-  }
-  #pragma GCC unroll 8
-  for (int t = 0; t < N; ++t) pa[t] += act_group_bytes<T>(G);
-}
-
-template <ggml_type T, int R, int N> CV_AVX2 void tile(const ctx& c, int32_t t0) {
-  const uint8_t* pw[R];
-  const uint8_t* pa[N];
-  for (int r = 0; r < R; ++r) pw[r] = c.wb + static_cast<size_t>(r) * c.wstride;
-  for (int t = 0; t < N; ++t) pa[t] = c.ab + static_cast<size_t>(t0 + t) * c.astride;
-  __m256 acc[R][N];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < N; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int32_t b = 0; b + 8 <= c.nb; b += 8) group<T, R, N, 8>(pw, pa, acc);
-  if (c.nb & 4) group<T, R, N, 4>(pw, pa, acc);
-  if (c.nb & 2) group<T, R, N, 2>(pw, pa, acc);
-  if (c.nb & 1) group<T, R, N, 1>(pw, pa, acc);
-  for (int t = 0; t < N; ++t)
-    for (int r = 0; r < R; ++r) store(*c.j, t0 + t, c.r0 + r, acc[r][t]);
-}
-
-/// One group of the m == 1 path: rows unpacked in registers (packed rows when P).
-template <ggml_type T, bool P, int R, int G>
-CV_AVX2 inline void group1(const uint8_t* (&pw)[R], const uint8_t*& pa, __m256 (&acc)[R], size_t pf) {
-  __m256 da, sa;
-  __m256i c;
-  act_scales<T, G>(pa, da, sa, c);
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    for (int l = 0; l < G * layout<T>().bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(pw[r] + pf + l), _MM_HINT_T0);
-    __m256i v[G];
-    __m256 dw, mv = _mm256_setzero_ps();
-    if constexpr (P) load_packed<T, G>(pw[r], v, dw, mv);
-    else load_wgroup<T, G>(pw[r], v, dw, mv);
-    pw[r] += static_cast<size_t>(G) * layout<T>().bytes;
-    acc[r] = fold<T>(acc[r], idot<T, G>(v, pa, c), dw, da, mv, sa);
-  }
-  pa += act_group_bytes<T>(G);
-}
-
-template <ggml_type T, bool P, int R> CV_AVX2 void tile1(const ctx& c, int32_t) {
-  const qmm_job& j = *c.j;
-  const uint8_t* pw[R];
-  const uint8_t* pa = c.ab;
-  for (int r = 0; r < R; ++r) pw[r] = j.w + static_cast<size_t>(c.r0 + r) * j.w_row_bytes;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const size_t pf = static_cast<size_t>(kPrefetchRows) * j.w_row_bytes;
-  for (int32_t b = 0; b + 8 <= c.nb; b += 8) group1<T, P, R, 8>(pw, pa, acc, pf);
-  if (c.nb & 4) group1<T, P, R, 4>(pw, pa, acc, pf);
-  if (c.nb & 2) group1<T, P, R, 2>(pw, pa, acc, pf);
-  if (c.nb & 1) group1<T, P, R, 1>(pw, pa, acc, pf);
-  for (int r = 0; r < R; ++r) store(j, 0, c.r0 + r, acc[r]);
-}
-
-/// Repacks the group of G activation blocks (qs at q, scales at d, sums at s) into out.
-template <ggml_type T, int G> CV_AVX2 inline void repack_group(const uint8_t* q, const float* d, const float* s, uint8_t* out) {
-  __m256i v[G];
-  gather32<G>(q, 32, v);
-  __m256i corr = _mm256_setzero_si256();
-  for (int i = 0; i < G; ++i) {
-    st(out + 32 * i, v[i]);
-    if constexpr (has_corr<T>())
-      corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(layout<T>().off)), v[i]),
-                                                      _mm256_set1_epi16(1)));
-  }
-  uint8_t* o = out + 32 * G;
-  if constexpr (has_corr<T>()) {
-    st(o, _mm256_sub_epi32(_mm256_setzero_si256(), corr));
-    o += 32;
-  }
-  const __m256i used = first_lanes(G);
-  _mm256_storeu_ps(reinterpret_cast<float*>(o), _mm256_permutevar8x32_ps(_mm256_maskload_ps(d, used), lane_block<G>()));
-  if constexpr (has_min<T>())
-    _mm256_storeu_ps(reinterpret_cast<float*>(o + 32), _mm256_permutevar8x32_ps(_mm256_maskload_ps(s, used), lane_block<G>()));
-}
-
-template <ggml_type T> CV_AVX2 void repack_row(const uint8_t* a, int32_t nb, uint8_t* out) {
-  const float* d = reinterpret_cast<const float*>(a + 32 * static_cast<size_t>(nb));
-  const float* s = d + nb;  // q8_1 sums (read only for Q4_1 / Q5_1)
-  int32_t b = 0;
-  for (; b + 8 <= nb; b += 8, out += act_group_bytes<T>(8)) repack_group<T, 8>(a + 32 * b, d + b, s + b, out);
-  if (nb & 4) { repack_group<T, 4>(a + 32 * b, d + b, s + b, out); b += 4; out += act_group_bytes<T>(4); }
-  if (nb & 2) { repack_group<T, 2>(a + 32 * b, d + b, s + b, out); b += 2; out += act_group_bytes<T>(2); }
-  if (nb & 1) repack_group<T, 1>(a + 32 * b, d + b, s + b, out);
-}
-
-/// Unpacks the group of G blocks at p (raw, or packed when P) into out (w_group_bytes).
-template <ggml_type T, bool P, int G> CV_AVX2 inline void unpack_group(const uint8_t* p, uint8_t* out) {
-  __m256i v[G];
-  __m256 dw, mv = _mm256_setzero_ps();
-  if constexpr (P) load_packed<T, G>(p, v, dw, mv);
-  else load_wgroup<T, G>(p, v, dw, mv);
-  for (int i = 0; i < G; ++i) st(out + 32 * i, v[i]);
-  _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G), dw);
-  if constexpr (has_min<T>()) _mm256_storeu_ps(reinterpret_cast<float*>(out + 32 * G + 32), mv);
-}
-
-/// Unpacks a row (nb blocks at w) into out, prefetching the row pf bytes ahead as it goes.
-template <ggml_type T, bool P> CV_AVX2 void unpack_row(const uint8_t* w, int32_t nb, uint8_t* out, size_t pf) {
-  constexpr size_t bs = layout<T>().bytes;
-  for (size_t l = 0; l < bs * static_cast<size_t>(nb); l += 64) _mm_prefetch(reinterpret_cast<const char*>(w + pf + l), _MM_HINT_T0);
-  int32_t b = 0;
-  for (; b + 8 <= nb; b += 8, out += w_group_bytes<T>(8)) unpack_group<T, P, 8>(w + bs * b, out);
-  if (nb & 4) { unpack_group<T, P, 4>(w + bs * b, out); b += 4; out += w_group_bytes<T>(4); }
-  if (nb & 2) { unpack_group<T, P, 2>(w + bs * b, out); b += 2; out += w_group_bytes<T>(2); }
-  if (nb & 1) unpack_group<T, P, 1>(w + bs * b, out);
-}
-
-using tile_fn = void (*)(const ctx&, int32_t);
-
-template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
-  return {{&tile<T, static_cast<int>(I) / kToks + 1, static_cast<int>(I) % kToks + 1>...}};
-}
-template <ggml_type T, bool P, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table1(std::index_sequence<I...>) {
-  return {{&tile1<T, P, static_cast<int>(I) + 1>...}};
-}
-
-CV_AVX2 inline uint8_t* aligned64(std::vector<uint8_t>& v, size_t bytes) {
-  if (v.size() < bytes + 64) v.resize(bytes + 64);
-  return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
-}
-
-template <ggml_type T, bool P> CV_AVX2 void run(const qmm_job& j) {
-  static constexpr auto table = make_table<T>(std::make_index_sequence<kRows * kToks>{});
-  static constexpr auto table1 = make_table1<T, P>(std::make_index_sequence<kRowsM1>{});
-  thread_local std::vector<uint8_t> abuf, wbuf;
-  const int32_t nb = j.k / 32;
-  const size_t astride = (row_bytes<T, act_group_bytes<T>>(nb) + 63) & ~size_t{63};
-  const size_t wstride = (row_bytes<T, w_group_bytes<T>>(nb) + 63) & ~size_t{63};
-  uint8_t* ab = aligned64(abuf, astride * j.m);
-  for (int32_t t = 0; t < j.m; ++t) repack_row<T>(j.act + static_cast<size_t>(t) * j.act_stride, nb, ab + astride * t);
-  ctx c{&j, nb, 0, nullptr, wstride, ab, astride};
-  if (j.m == 1) {
-    for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRowsM1) {
-      c.r0 = r0;
-      table1[static_cast<size_t>(std::min(kRowsM1, j.n_rows - r0) - 1)](c, 0);
+    for (int i = 0; i < 8; i += 2) {
+      const __m256i a0 = _mm256_set1_epi32(qb[i]), a1 = _mm256_set1_epi32(qb[i + 1]);
+      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w[i], w[i]), _mm256_sign_epi8(a0, w[i])), ones));
+      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w[i + 1], w[i + 1]), _mm256_sign_epi8(a1, w[i + 1])), ones));
     }
-    return;
+    return _mm256_add_epi32(s0, s1);
+  } else {
+    constexpr int run = geom_of(T).qh ? 4 : 8;  // int16 sums that cannot overflow
+    __m256i s = c;
+    #pragma GCC unroll 2
+    for (int i0 = 0; i0 < 8; i0 += run) {
+      __m256i p0 = _mm256_maddubs_epi16(w[i0], _mm256_set1_epi32(qb[i0]));
+      __m256i p1 = _mm256_maddubs_epi16(w[i0 + 1], _mm256_set1_epi32(qb[i0 + 1]));
+      #pragma GCC unroll 8
+      for (int i = i0 + 2; i < i0 + run; i += 2) {
+        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(w[i], _mm256_set1_epi32(qb[i])));
+        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(w[i + 1], _mm256_set1_epi32(qb[i + 1])));
+      }
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones));
+    }
+    return s;
   }
-  uint8_t* wb = aligned64(wbuf, wstride * kRows);
-  const size_t pf = static_cast<size_t>(kPrefetchRows) * j.w_row_bytes;  // short row chunks: see group1
-  c.wb = wb;
-  for (int32_t tc = 0; tc < j.m; tc += kChunk) {
-    const int32_t te = std::min(j.m, tc + kChunk);
-    for (int32_t r0 = 0; r0 < j.n_rows; r0 += kRows) {
-      const int rn = std::min(kRows, j.n_rows - r0);
-      c.r0 = r0;
-      for (int i = 0; i < rn; ++i) unpack_row<T, P>(j.w + static_cast<size_t>(r0 + i) * j.w_row_bytes, nb, wb + wstride * i, pf);
-      for (int32_t t0 = tc; t0 < te; t0 += kToks) {
-        const int tn = std::min(kToks, te - t0);
-        table[static_cast<size_t>((rn - 1) * kToks + tn - 1)](c, t0);
+}
+
+/// One 16-lane group (both halves) x N tokens.
+template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, const tile_io& io) {
+  constexpr geom g = geom_of(T);
+  constexpr bool corr = g.off != 0;  // Q8_0 is signed here: no correction
+  constexpr size_t blk = static_cast<size_t>(kLanes) * g.bytes;
+  const int32_t nb = io.nb;
+  for (int h = 0; h < 2; ++h) {
+    const int32_t* q[N];
+    const float* da[N];
+    __m256 acc[N];
+    #pragma GCC unroll 4
+    for (int t = 0; t < N; ++t) {
+      const uint8_t* row = io.act + io.astride * static_cast<size_t>(t);
+      q[t] = reinterpret_cast<const int32_t*>(row);
+      da[t] = reinterpret_cast<const float*>(row + 32 * static_cast<size_t>(nb));
+      acc[t] = _mm256_setzero_ps();
+    }
+    for (int32_t b = 0; b < nb; ++b) {
+      const uint8_t* p = w + blk * static_cast<size_t>(b);
+      if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 4 * blk), _MM_HINT_T0);
+      __m256i wv[8];
+      __m256 dw, mw;
+      decode<T>(p, h, wv, dw, mw);
+      #pragma GCC unroll 4
+      for (int t = 0; t < N; ++t) {
+        const __m256i c0 = corr ? _mm256_set1_epi32(io.corr[static_cast<size_t>(nb) * t + b]) : _mm256_setzero_si256();
+        const __m256 f = _mm256_cvtepi32_ps(idot<T>(wv, q[t] + 8 * b, c0));
+        acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(da[t][b])), acc[t]);
+        if constexpr (g.min) acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da[t][nb + b]), acc[t]);
       }
     }
+    #pragma GCC unroll 4
+    for (int t = 0; t < N; ++t) {
+      float* o = io.c + static_cast<size_t>(io.ldc) * t + 8 * h;
+      _mm256_storeu_ps(o, io.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[t]) : acc[t]);
+    }
   }
 }
 
-template <bool P> void dispatch(const qmm_job& j) {
-  switch (j.type) {
-    case ggml_type::q4_0: return run<ggml_type::q4_0, P>(j);
-    case ggml_type::q4_1: return run<ggml_type::q4_1, P>(j);
-    case ggml_type::q5_0: return run<ggml_type::q5_0, P>(j);
-    case ggml_type::q5_1: return run<ggml_type::q5_1, P>(j);
-    case ggml_type::q8_0: return run<ggml_type::q8_0, P>(j);
-    default: return;
-  }
+using tile_fn = void (*)(const uint8_t*, const tile_io&);
+
+template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
+  return {{&tile<T, static_cast<int>(I) + 1>...}};
 }
 
-template <ggml_type T> CV_AVX2 void pack_rows(const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
-  constexpr size_t bs = layout<T>().bytes;
-  const int32_t nb = k / 32;
-  const size_t rb = bs * static_cast<size_t>(nb);
-  for (int32_t r = 0; r < rows; ++r) {
-    const uint8_t* w = src + rb * r;
-    uint8_t* out = dst + rb * r;
-    int32_t b = 0;
-    for (; b + 8 <= nb; b += 8) pack_group<T, 8>(w + bs * b, out + bs * b);
-    if (nb & 4) { pack_group<T, 4>(w + bs * b, out + bs * b); b += 4; }
-    if (nb & 2) { pack_group<T, 2>(w + bs * b, out + bs * b); b += 2; }
-    if (nb & 1) pack_group<T, 1>(w + bs * b, out + bs * b);
+template <ggml_type T> CV_AVX2 void run(const qmm_job& j) {
+  static constexpr auto table = make_table<T>(std::make_index_sequence<kPass>{});
+  constexpr int32_t off = geom_of(T).off;
+  const int32_t nb = j.k / 32;
+  const size_t gbytes = static_cast<size_t>(kLanes) * j.w_row_bytes;
+  thread_local std::vector<int32_t> corr;
+  thread_local std::vector<uint8_t> scratch;
+  if (off != 0) {
+    corr.resize(static_cast<size_t>(nb) * static_cast<size_t>(j.m));
+    for (int32_t t = 0; t < j.m; ++t) corrections(j.act + j.act_stride * static_cast<size_t>(t), nb, off, corr.data() + static_cast<size_t>(nb) * t);
+  }
+  alignas(32) float tmp[kPass][kLanes];
+  const int32_t passes = (j.m + kPass - 1) / kPass, per = (j.m + passes - 1) / passes;
+  const auto run_group = [&](const uint8_t* gw, int32_t r0, int rows) {
+    for (int32_t t0 = 0; t0 < j.m; t0 += per) {
+      const int n = std::min(per, j.m - t0);
+      tile_io io{j.act + j.act_stride * static_cast<size_t>(t0), j.act_stride,
+                 off != 0 ? corr.data() + static_cast<size_t>(nb) * t0 : nullptr, nb,
+                 j.c + static_cast<size_t>(j.ldc) * t0 + r0, j.ldc, j.accumulate};
+      if (rows == kLanes) {
+        table[static_cast<size_t>(n - 1)](gw, io);
+        continue;
+      }
+      io.c = &tmp[0][0];
+      io.ldc = kLanes;
+      io.accumulate = false;
+      table[static_cast<size_t>(n - 1)](gw, io);
+      for (int t = 0; t < n; ++t)
+        for (int r = 0; r < rows; ++r) {
+          float& o = j.c[static_cast<size_t>(j.ldc) * (t0 + t) + r0 + r];
+          o = j.accumulate ? o + tmp[t][r] : tmp[t][r];
+        }
+    }
+  };
+  const int32_t full = j.packed ? j.n_rows / kLanes : 0;
+  for (int32_t gi = 0; gi < full; ++gi) run_group(j.w + gbytes * gi, kLanes * gi, kLanes);
+  for (int32_t gi = full; gi * kLanes < j.n_rows; ++gi) {
+    const int rows = std::min(kLanes, j.n_rows - kLanes * gi);
+    scratch.resize(gbytes + 64);
+    uint8_t* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    if (j.packed) widen_group(T, j.w + gbytes * gi, rows, nb, s);
+    else pack_group(T, j.w + gbytes * gi, j.w_row_bytes, rows, kLanes, nb, s);
+    run_group(s, kLanes * gi, rows);
   }
 }
 
 } // namespace
 
-void qmm_legacy_avx2_quant(const qmm_job& j) { return j.packed ? dispatch<true>(j) : dispatch<false>(j); }
-
-void qmm_legacy_avx2_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst) {
-  switch (t) {
-    case ggml_type::q4_0: return pack_rows<ggml_type::q4_0>(src, rows, k, dst);
-    case ggml_type::q4_1: return pack_rows<ggml_type::q4_1>(src, rows, k, dst);
-    case ggml_type::q5_0: return pack_rows<ggml_type::q5_0>(src, rows, k, dst);
-    case ggml_type::q5_1: return pack_rows<ggml_type::q5_1>(src, rows, k, dst);
-    case ggml_type::q8_0: return pack_rows<ggml_type::q8_0>(src, rows, k, dst);
+void qmm_legacy_avx2_quant(const qmm_job& j) {
+  switch (j.type) {
+    case ggml_type::q4_0: return run<ggml_type::q4_0>(j);
+    case ggml_type::q4_1: return run<ggml_type::q4_1>(j);
+    case ggml_type::q5_0: return run<ggml_type::q5_0>(j);
+    case ggml_type::q5_1: return run<ggml_type::q5_1>(j);
+    case ggml_type::q8_0: return run<ggml_type::q8_0>(j);
     default: return;
   }
 }

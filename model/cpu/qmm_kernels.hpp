@@ -26,9 +26,9 @@ void qmm_legacy_avx2(const qmm_job& j);
 void qmm_legacy_avx512(const qmm_job& j);
 void qmm_kquant_avx2(const qmm_job& j);
 void qmm_kquant_avx512(const qmm_job& j);
-/// qmm_pack_rows() for the AVX2 legacy kernel (qmm_avx2.cpp) and the AVX-512 one (qmm_avx512_q.cpp).
-void qmm_legacy_avx2_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
-void qmm_legacy_avx512_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
 #endif
+/// qmm_pack_rows() for the AVX2 and AVX-512 legacy kernels: the rows-in-lanes layout of
+/// qmm_rl.hpp, the same for both (portable; qmm_rl.cpp).
+void qmm_legacy_pack(ggml_type t, const uint8_t* src, int32_t rows, int32_t k, uint8_t* dst);
 
 } // namespace conveyor::model

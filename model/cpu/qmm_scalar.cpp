@@ -1,8 +1,10 @@
 // Portable legacy qmm kernel (qmm_kernels.hpp): the reference the SIMD kernels are tested
 // against. One (weight row, token) pair at a time through the same function, so batch
-// invariance holds trivially. Quantized types: exact integer dot per 32-block, then
-// acc += isum * (d_w * d_a) (+ m_w * s_a, summed apart, for Q4_1 / Q5_1). F32 / F16 / BF16: f32
-// activations, eight interleaved partial sums (element i to lane i % 8) like the SIMD kernels.
+// invariance holds trivially. Quantized types: the float order of qmm_rl.hpp, block by block
+// acc = fma(isum, d_w * d_a, acc) (then acc = fma(m_w, s_a, acc) for Q4_1 / Q5_1), which the
+// SIMD kernels keep lane by lane: they give these bits. F32 / F16 / BF16: f32 activations, eight
+// interleaved partial sums (element i to lane i % 8) like the SIMD kernels.
+#include <cmath>
 #include <cstring>
 
 #include "model/cpu/qmm_kernels.hpp"
@@ -52,17 +54,18 @@ float dot_quant(ggml_type t, const uint8_t* w, const uint8_t* a, int32_t nb) {
   const uint8_t* da = a + 32 * static_cast<size_t>(nb);
   const uint8_t* sa = da + 4 * static_cast<size_t>(nb);
   const bool has_min = t == ggml_type::q4_1 || t == ggml_type::q5_1;
-  float acc = 0.0f, summ = 0.0f;
+  float acc = 0.0f;
   for (int32_t b = 0; b < nb; ++b, w += bb, qa += 32) {
     int32_t q[32];
     float d, m;
     unpack(t, w, q, d, m);
     int32_t isum = 0;
     for (int i = 0; i < 32; ++i) isum += q[i] * qa[i];
-    acc += static_cast<float>(isum) * (d * ld_f32(da + 4 * b));
-    if (has_min) summ += m * ld_f32(sa + 4 * b);
+    const float scale = d * ld_f32(da + 4 * b);  // rounded apart, as the SIMD kernels' mul
+    acc = std::fma(static_cast<float>(isum), scale, acc);
+    if (has_min) acc = std::fma(m, ld_f32(sa + 4 * b), acc);
   }
-  return acc + summ;
+  return acc;
 }
 
 inline float weight_at(ggml_type t, const uint8_t* w, int32_t i) {

@@ -1,7 +1,8 @@
 // Weights repacked at load (qmm_pack_rows, qmatrix::pack, cpu_executor_options::pack_weights):
-// the packed rows give the raw rows' bits in every path (m, k with every block-group remainder,
-// row offsets, accumulate), through cpu_matmul's row split and through whole models; packing is
-// refused where an ISA has no layout; release_pages leaves other memory alone.
+// the packed rows give the raw rows' bits in every path (m, k, group offsets, a short last
+// group, accumulate), through cpu_matmul's row split and through whole models; every ISA gives
+// the scalar kernel's bits for the quantized legacy types; packing is refused where an ISA has
+// no layout; release_pages leaves other memory alone.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -77,19 +78,18 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
     }
     ++isas;
     for (ggml_type t : kPacked)
-      // nb 1, 2, 7, 15, 18, 31, 48: every group remainder, and the pairs of 8-block groups of the
-      // short steps (m 2 .. 16: AVX-512's qmm_avx512_q_small.cpp, one pass or two)
+      // nb 1, 2, 7, 15, 18, 31, 48; 37 rows: groups of 16, 16 and a short one of 5
       for (int32_t k : {32, 64, 224, 480, 576, 992, 1536}) {
         BOOST_TEST_CONTEXT(cpu_isa_name(isa) << " " << type_name(t) << " k=" << k) {
           BOOST_TEST(qmm_packs(isa, t));
-          const int32_t rows = 13, m_all = 40;
+          const int32_t rows = 37, m_all = 40;
           const std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, m_all, k, g);
           std::vector<uint8_t> packed(w.size());
           qmm_pack_rows(isa, t, w.data(), rows, k, packed.data());
           if (k > 32) BOOST_TEST((packed != w));  // a layout of its own, not a copy
           const size_t stride = act_row_bytes(act_format_for(t), k);
           for (int32_t m : {1, 2, 5, 9, 16, 40})
-            for (int32_t r0 : {0, 3})
+            for (int32_t r0 : {0, 16})  // packed jobs start at a group
               for (bool acc : {false, true}) {
                 const int32_t n = rows - r0;
                 std::vector<float> raw(static_cast<size_t>(m) * n, 0.5f), pk = raw;
@@ -108,30 +108,51 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
   BOOST_TEST(compared == isas * 5u * 7u * 24u);
 }
 
-// The AVX2 and AVX-512 kernels of the quantized legacy types do the same float operations per
-// (row, token) in the same order (block-per-lane groups), so they give the same bits.
-BOOST_AUTO_TEST_CASE(avx2_and_avx512_give_the_same_bits) {
-  if (!cpu_isa_available(cpu_isa::avx512)) {
-    BOOST_TEST_MESSAGE("no AVX-512 VNNI here: nothing to compare the AVX2 kernel with");
-    return;
-  }
+// Every kernel of the quantized legacy types takes qmm_rl.hpp's float order lane by lane (rows
+// in lanes, no horizontal sum), so AVX2 and AVX-512, raw or packed rows, any m, give the scalar
+// kernel's bits. Extreme blocks too: full-scale weights (Q8_0 -128, nibbles 15) against
+// activations of +-127, where an int16 sum would saturate if the kernels summed too far.
+BOOST_AUTO_TEST_CASE(every_isa_gives_the_scalar_kernels_bits) {
   std::mt19937 g(23);
+  size_t compared = 0;
   for (ggml_type t : kPacked)
-    for (int32_t k : {32, 224, 480, 576}) {
-      BOOST_TEST_CONTEXT(type_name(t) << " k=" << k) {
-        const int32_t rows = 11;
-        const std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, 9, k, g);
-        const size_t stride = act_row_bytes(act_format_for(t), k);
-        for (int32_t m : {1, 9}) {
-          std::vector<float> c2(static_cast<size_t>(m) * rows), c5(c2.size());
-          qmm_job j{t, w.data(), row_bytes(t, k), rows, k, act.data(), stride, m, c2.data(), rows, false};
-          qmm_run(cpu_isa::avx2, j);
-          j.c = c5.data();
-          qmm_run(cpu_isa::avx512, j);
-          BOOST_TEST(same_bits(c2, c5), "m=" << m);
+    for (int32_t k : {32, 224, 576, 1536})
+      for (bool extreme : {false, true}) {
+        BOOST_TEST_CONTEXT(type_name(t) << " k=" << k << (extreme ? " extreme" : "")) {
+          const int32_t rows = 35, m_all = 11;
+          std::vector<uint8_t> w = random_rows(t, rows, k, g), act = quantized_acts(t, m_all, k, g);
+          const size_t stride = act_row_bytes(act_format_for(t), k);
+          if (extreme) {
+            const size_t bb = block_bytes(t);
+            for (size_t at = 0; at < w.size(); at += bb)  // every quant byte at its largest magnitude
+              for (size_t i = t == ggml_type::q4_1 || t == ggml_type::q5_1 ? 4 : 2; i < bb; ++i)  // past d (and m)
+                w[at + i] = t == ggml_type::q8_0 ? 0x80 : 0xFF;
+            for (int32_t r = 0; r < m_all; ++r)
+              for (int32_t i = 0; i < k; ++i) act[stride * r + i] = static_cast<uint8_t>(r % 2 ? 127 : -127);
+          }
+          for (int32_t m : {1, 2, 5, 8, 11}) {
+            std::vector<float> want(static_cast<size_t>(m) * rows, 0.25f);
+            qmm_job j{t, w.data(), row_bytes(t, k), rows, k, act.data(), stride, m, want.data(), rows, true};
+            qmm_run(cpu_isa::scalar, j);
+            for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512}) {
+              if (!cpu_isa_available(isa)) continue;
+              std::vector<uint8_t> packed(w.size());
+              qmm_pack_rows(isa, t, w.data(), rows, k, packed.data());
+              for (bool pk : {false, true}) {
+                std::vector<float> got(want.size(), 0.25f);
+                qmm_job o = j;
+                o.c = got.data();
+                o.w = pk ? packed.data() : w.data();
+                o.packed = pk;
+                qmm_run(isa, o);
+                BOOST_TEST(same_bits(want, got), cpu_isa_name(isa) << (pk ? " packed" : " raw") << " m=" << m);
+                ++compared;
+              }
+            }
+          }
         }
       }
-    }
+  BOOST_TEST(compared > 0u);
 }
 
 BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
