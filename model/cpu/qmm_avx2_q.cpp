@@ -117,6 +117,12 @@ template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const 
   }
 }
 
+/// The kAhead'th block ahead in the group's stream, every line of it (see qmm_avx512_q.cpp).
+constexpr int kAhead = 16;
+CV_AVX2 inline void prefetch_block(const uint8_t* p, size_t blk) {
+  for (size_t o = 0; o < blk; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
 /// One 16-lane group (both halves) x N tokens.
 template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, const tile_io& io) {
   constexpr geom g = geom_of(T);
@@ -136,7 +142,7 @@ template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, const tile_io&
     }
     for (int32_t b = 0; b < nb; ++b) {
       const uint8_t* p = w + blk * static_cast<size_t>(b);
-      if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 4 * blk), _MM_HINT_T0);
+      if (h == 0) prefetch_block(p + kAhead * blk, blk);  // the second half reads it from L1
       __m256i wv[8];
       __m256 dw, mw;
       decode<T>(p, h, wv, dw, mw);

@@ -94,6 +94,15 @@ template <ggml_type T> CV_AVX512 inline void decode(const uint8_t* p, __m512i (&
   if constexpr (g.min) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + m_at(g, kLanes))));
 }
 
+/// The kAhead'th block ahead in the group's stream (past the group's end: the next group's, the
+/// next bytes of the packed matrix), every cache line of it: a job's row chunk is a few groups,
+/// too short a stream for the hardware prefetcher to reach DRAM's latency on its own.
+/// NOTE: near the matrix's end it prefetches past it (harmless: a prefetch never faults).
+constexpr int kAhead = 16;
+CV_AVX512 inline void prefetch_block(const uint8_t* p, size_t blk) {
+  for (size_t o = 0; o < blk; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
 /// NG 16-lane groups (gbytes apart, from w) x N tokens.
 template <ggml_type T, int NG, int N> CV_AVX512 void tile(const uint8_t* w, size_t gbytes, const tile_io& io) {
   constexpr geom g = geom_of(T);
@@ -119,7 +128,7 @@ template <ggml_type T, int NG, int N> CV_AVX512 void tile(const uint8_t* w, size
     #pragma GCC unroll 2
     for (int x = 0; x < NG; ++x) {
       const uint8_t* p = w + gbytes * x + blk * static_cast<size_t>(b);
-      _mm_prefetch(reinterpret_cast<const char*>(p + 4 * blk), _MM_HINT_T0);  // groups stream: a few blocks ahead
+      prefetch_block(p + kAhead * blk, blk);
       decode<T>(p, wv[x], dw[x], mw[x]);
     }
     #pragma GCC unroll 8
