@@ -63,6 +63,14 @@ template <int byte, bool odd> CV_AVX512 inline __m512i add_high(__m512i v, __m51
   return _mm512_mask_add_epi8(v, mk, v, _mm512_set1_epi8(0x10));
 }
 
+/// acc + the dots of w's 16 dwords with the dword at p broadcast: the broadcast folded into
+/// vpdpbusd's memory operand (compilers emit a separate vpbroadcastd for set1, one more uop a
+/// dword).
+CV_AVX512 inline __m512i dpbusd_bcst(__m512i acc, __m512i w, const int32_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*p));
+  return acc;
+}
+
 /// Block p of a 16-lane group: the 8 u8 weight vectors (vector i pairs with activation dword i),
 /// the scales and (Q4_1 / Q5_1) the mins.
 template <ggml_type T> CV_AVX512 inline void decode(const uint8_t* p, __m512i (&w)[8], __m512& dw, __m512& mw) {
@@ -138,14 +146,14 @@ template <ggml_type T, int NG, int N> CV_AVX512 void tile(const uint8_t* w, size
       #pragma GCC unroll 2
       for (int x = 0; x < NG; ++x) {
         __m512i s0 = corr ? _mm512_set1_epi32(cr[t][b]) : _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        s0 = _mm512_dpbusd_epi32(s0, wv[x][0], _mm512_set1_epi32(qb[0]));
-        s1 = _mm512_dpbusd_epi32(s1, wv[x][1], _mm512_set1_epi32(qb[1]));
-        s0 = _mm512_dpbusd_epi32(s0, wv[x][2], _mm512_set1_epi32(qb[2]));
-        s1 = _mm512_dpbusd_epi32(s1, wv[x][3], _mm512_set1_epi32(qb[3]));
-        s0 = _mm512_dpbusd_epi32(s0, wv[x][4], _mm512_set1_epi32(qb[4]));
-        s1 = _mm512_dpbusd_epi32(s1, wv[x][5], _mm512_set1_epi32(qb[5]));
-        s0 = _mm512_dpbusd_epi32(s0, wv[x][6], _mm512_set1_epi32(qb[6]));
-        s1 = _mm512_dpbusd_epi32(s1, wv[x][7], _mm512_set1_epi32(qb[7]));
+        s0 = dpbusd_bcst(s0, wv[x][0], qb + 0);
+        s1 = dpbusd_bcst(s1, wv[x][1], qb + 1);
+        s0 = dpbusd_bcst(s0, wv[x][2], qb + 2);
+        s1 = dpbusd_bcst(s1, wv[x][3], qb + 3);
+        s0 = dpbusd_bcst(s0, wv[x][4], qb + 4);
+        s1 = dpbusd_bcst(s1, wv[x][5], qb + 5);
+        s0 = dpbusd_bcst(s0, wv[x][6], qb + 6);
+        s1 = dpbusd_bcst(s1, wv[x][7], qb + 7);
         const __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
         acc[x][t] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw[x], d), acc[x][t]);
         if constexpr (g.min) acc[x][t] = _mm512_fmadd_ps(mw[x], _mm512_set1_ps(da[t][nb + b]), acc[x][t]);
