@@ -22,6 +22,7 @@ exit, error or Ctrl-C.
 
     python3 scripts/bench_spec.py [--json out.json] [--spec JSON] [--only conveyor,llama]
     python3 scripts/bench_spec.py --limit 8 --concurrency 1,4    # a quick look
+    python3 scripts/bench_spec.py --rounds 3    # each cell as 3 (off, on) pairs, pooled: a drifting host
 """
 import argparse
 import json
@@ -129,10 +130,14 @@ class Bench:
             for workload in self.a.workloads:
                 for jobs in self.a.concurrency:
                     def measure_cell():
-                        got, other = {}, u.OtherLoad([off.pid, on.pid])
-                        for srv in ((off, on) if cell % 2 == 0 else (on, off)):
-                            got[srv.label], cmd = self.bench_cell(srv, workload, jobs)
-                        return (got, cmd), other.share()
+                        # --rounds R: R (off, on) pairs, the order alternating, pooled: each pair
+                        # sees the host as it is for those seconds (its speed drifts over minutes).
+                        runs, other = {"off": [], "on": []}, u.OtherLoad([off.pid, on.pid])
+                        for r in range(self.a.rounds):
+                            for srv in ((off, on) if (cell + r) % 2 == 0 else (on, off)):
+                                res, cmd = self.bench_cell(srv, workload, jobs)
+                                runs[srv.label].append(res)
+                        return ({k: pool_runs(v) for k, v in runs.items()}, cmd), other.share()
                     (got, cmd), other = self.quietly(f"{workload}, {jobs} at once", measure_cell)
                     cell += 1
                     self.row(workload, jobs, got["off"], got["on"], other)
@@ -242,6 +247,27 @@ class Bench:
         return busy
 
 
+def pool_runs(runs):
+    """One cell's `conveyor bench` results over --rounds runs: output tok/s of all of them
+    (tokens over seconds), the counters summed, the rest of the first run, and every run's
+    throughput (`round_tok_s`)."""
+    if len(runs) == 1:
+        return dict(runs[0], round_tok_s=[runs[0]["output_throughput"]])
+    out = dict(runs[0])
+    for k in ("total_output_tokens", "total_input_tokens", "duration", "completed", "spec_decode_num_drafts",
+              "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens"):
+        if all(isinstance(r.get(k), (int, float)) for r in runs):
+            out[k] = sum(r[k] for r in runs)
+    out["output_throughput"] = out["total_output_tokens"] / out["duration"] if out["duration"] else 0.0
+    v, d, acc = (out.get(k) for k in ("spec_decode_num_drafts", "spec_decode_num_draft_tokens",
+                                      "spec_decode_num_accepted_tokens"))
+    if v and d and acc is not None:
+        out["spec_decode_acceptance_rate"] = acc / d
+        out["spec_decode_mean_accepted_length"] = (v + acc) / v
+    out["round_tok_s"] = [r["output_throughput"] for r in runs]
+    return out
+
+
 def fmt(v, spec=".1f"):
     return "—" if v is None else format(v, spec)
 
@@ -262,6 +288,10 @@ def report(b, info):
                          f"{'—' if rate is None else '%.0f%%' % (100 * rate)} | {fmt(mean, '.2f')} |")
         lines += ["", "accepted: drafted tokens accepted; mean length: tokens a verification step yields (1 + accepted "
                   "drafts), from `conveyor bench`"]
+        if a.rounds > 1:
+            lines += [f"{a.rounds} rounds per cell (off and on in turn, pooled); each round's on/off: "] + [
+                f"- {r['workload']} x{r['jobs']}: " + ", ".join(
+                    "%.2f" % (n / f) for f, n in zip(r["off"]["round_tok_s"], r["on"]["round_tok_s"]) if f) for r in b.rows]
         lines.append("")
     chk = b.raw.get("output_check")
     if chk:
@@ -341,6 +371,8 @@ def main():
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
                     help="before each cell wait up to S s for other processes to leave the CPU < 10%% busy for 10 s")
     ap.add_argument("--retries", type=int, default=2, help="measure a cell again while others took >= 10%% of the CPU")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="(off, on) pairs per cell, the order alternating, pooled (a host whose speed drifts)")
     ap.add_argument("--no-build", action="store_true", help="fail instead of building llama.cpp when it is missing")
     ap.add_argument("--json", help="write rows, raw results, machine and commands here")
     a = ap.parse_args()
