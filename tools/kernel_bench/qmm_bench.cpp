@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
           if (m == 1 || m == 128) {
             sec2 = best_time([&] {
               qmm_job a = j, b = j;
-              a.n_rows = s.n / 2;
+              a.n_rows = s.n / 32 * 16;  // packed rows split on a 16-row group (qmm_job::packed)
               b.n_rows = s.n - a.n_rows;
               b.w = wv.data() + wrow * static_cast<size_t>(a.n_rows);
               b.c = c.data() + a.n_rows;
