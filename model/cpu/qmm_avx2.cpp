@@ -1,5 +1,5 @@
 // AVX2/FMA/F16C legacy qmm kernel (qmm_kernels.hpp). The quantized types (Q4_0 Q4_1 Q5_0 Q5_1
-// Q8_0) run in qmm_avx2_q.cpp (maddubs, blocks per lane); this file holds the F32 / F16 / BF16
+// Q8_0) run in qmm_avx2_q.cpp (maddubs, rows in lanes); this file holds the F32 / F16 / BF16
 // tiles (R weight rows x N tokens of 8-lane f32 accumulators, 16 registers) and the dispatch.
 // Compiled with target attributes: qmm_run() checks the CPU first.
 // NOTE: batch invariance: every (row, token) pair runs the same float operations in the same

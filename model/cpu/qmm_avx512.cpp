@@ -1,5 +1,5 @@
 // AVX-512 legacy qmm kernel (qmm_kernels.hpp). The quantized types (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0)
-// run in qmm_avx512_q.cpp (VNNI, blocks per lane); this file holds the F32 / F16 / BF16 tiles
+// run in qmm_avx512_q.cpp (VNNI, rows in lanes); this file holds the F32 / F16 / BF16 tiles
 // (R weight rows x N tokens of 8-lane f32 accumulators, 256-bit vectors with all 32 registers)
 // and the dispatch.
 // NOTE: batch invariance: every (row, token) pair runs the same float operations in the same
