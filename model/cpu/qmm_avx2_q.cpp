@@ -17,8 +17,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
-#include <vector>
 
 #include "model/cpu/qmm_kernels.hpp"
 #include "model/cpu/qmm_rl.hpp"
@@ -34,16 +32,6 @@ namespace {
 using namespace qmmrl;
 
 constexpr int kPass = 4;  // tokens per tile
-
-struct tile_io {
-  const uint8_t* act;   // the first token's activation row
-  size_t astride;
-  const int32_t* corr;  // the first token's corrections (nb per token), or null
-  int32_t nb;
-  float* c;             // output of (first token, first row of the group)
-  int32_t ldc;
-  bool accumulate;
-};
 
 CV_AVX2 inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -124,7 +112,7 @@ CV_AVX2 inline void prefetch_block(const uint8_t* p, size_t blk) {
 }
 
 /// One 16-lane group (both halves) x N tokens.
-template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, const tile_io& io) {
+template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, size_t, const tile_io& io) {
   constexpr geom g = geom_of(T);
   constexpr bool corr = g.off != 0;  // Q8_0 is signed here: no correction
   constexpr size_t blk = static_cast<size_t>(kLanes) * g.bytes;
@@ -162,56 +150,13 @@ template <ggml_type T, int N> CV_AVX2 void tile(const uint8_t* w, const tile_io&
   }
 }
 
-using tile_fn = void (*)(const uint8_t*, const tile_io&);
-
 template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
   return {{&tile<T, static_cast<int>(I) + 1>...}};
 }
 
-template <ggml_type T> CV_AVX2 void run(const qmm_job& j) {
+template <ggml_type T> void run(const qmm_job& j) {
   static constexpr auto table = make_table<T>(std::make_index_sequence<kPass>{});
-  constexpr int32_t off = geom_of(T).off;
-  const int32_t nb = j.k / 32;
-  const size_t gbytes = static_cast<size_t>(kLanes) * j.w_row_bytes;
-  thread_local std::vector<int32_t> corr;
-  thread_local std::vector<uint8_t> scratch;
-  if (off != 0) {
-    corr.resize(static_cast<size_t>(nb) * static_cast<size_t>(j.m));
-    for (int32_t t = 0; t < j.m; ++t) corrections(j.act + j.act_stride * static_cast<size_t>(t), nb, off, corr.data() + static_cast<size_t>(nb) * t);
-  }
-  alignas(32) float tmp[kPass][kLanes];
-  const int32_t passes = (j.m + kPass - 1) / kPass, per = (j.m + passes - 1) / passes;
-  const auto run_group = [&](const uint8_t* gw, int32_t r0, int rows) {
-    for (int32_t t0 = 0; t0 < j.m; t0 += per) {
-      const int n = std::min(per, j.m - t0);
-      tile_io io{j.act + j.act_stride * static_cast<size_t>(t0), j.act_stride,
-                 off != 0 ? corr.data() + static_cast<size_t>(nb) * t0 : nullptr, nb,
-                 j.c + static_cast<size_t>(j.ldc) * t0 + r0, j.ldc, j.accumulate};
-      if (rows == kLanes) {
-        table[static_cast<size_t>(n - 1)](gw, io);
-        continue;
-      }
-      io.c = &tmp[0][0];
-      io.ldc = kLanes;
-      io.accumulate = false;
-      table[static_cast<size_t>(n - 1)](gw, io);
-      for (int t = 0; t < n; ++t)
-        for (int r = 0; r < rows; ++r) {
-          float& o = j.c[static_cast<size_t>(j.ldc) * (t0 + t) + r0 + r];
-          o = j.accumulate ? o + tmp[t][r] : tmp[t][r];
-        }
-    }
-  };
-  const int32_t full = j.packed ? j.n_rows / kLanes : 0;
-  for (int32_t gi = 0; gi < full; ++gi) run_group(j.w + gbytes * gi, kLanes * gi, kLanes);
-  for (int32_t gi = full; gi * kLanes < j.n_rows; ++gi) {
-    const int rows = std::min(kLanes, j.n_rows - kLanes * gi);
-    scratch.resize(gbytes + 64);
-    uint8_t* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-    if (j.packed) widen_group(T, j.w + gbytes * gi, rows, nb, s);
-    else pack_group(T, j.w + gbytes * gi, j.w_row_bytes, rows, kLanes, nb, s);
-    run_group(s, kLanes * gi, rows);
-  }
+  run_groups(j, geom_of(T).off, kPass, table.data(), nullptr);  // Q8_0 is signed here: no correction
 }
 
 } // namespace

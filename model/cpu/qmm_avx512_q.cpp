@@ -24,8 +24,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
-#include <vector>
 
 #include "model/cpu/qmm_kernels.hpp"
 #include "model/cpu/qmm_rl.hpp"
@@ -41,17 +39,6 @@ namespace {
 using namespace qmmrl;
 
 constexpr int kPass = 8;  // tokens per tile
-
-/// Where a tile reads its tokens and writes its outputs.
-struct tile_io {
-  const uint8_t* act;   // the first token's activation row (q8_0 / q8_1)
-  size_t astride;
-  const int32_t* corr;  // the first token's corrections (nb per token), or null
-  int32_t nb;
-  float* c;             // output of (first token, first row of the group)
-  int32_t ldc;
-  bool accumulate;
-};
 
 /// Q5: adds 16 to the bytes of v whose high bit is set; qhv lane r = row r's qh, `byte` the qh
 /// byte holding this vector's 4 elements' bits, in its high nibble when `odd`.
@@ -169,70 +156,13 @@ template <ggml_type T, int NG, int N> CV_AVX512 void tile(const uint8_t* w, size
     }
 }
 
-using tile_fn = void (*)(const uint8_t*, size_t, const tile_io&);
-
 template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
   return {{&tile<T, 1, static_cast<int>(I) + 1>...}};
 }
 
-template <ggml_type T> CV_AVX512 void run(const qmm_job& j) {
+template <ggml_type T> void run(const qmm_job& j) {
   static constexpr auto table = make_table<T>(std::make_index_sequence<kPass>{});
-  constexpr geom g = geom_of(T);
-  constexpr int32_t off = T == ggml_type::q8_0 ? 128 : g.off;
-  const int32_t nb = j.k / 32;
-  const size_t gbytes = static_cast<size_t>(kLanes) * j.w_row_bytes;
-  thread_local std::vector<int32_t> corr;
-  thread_local std::vector<uint8_t> scratch;
-  if (off != 0) {
-    corr.resize(static_cast<size_t>(nb) * static_cast<size_t>(j.m));
-    for (int32_t t = 0; t < j.m; ++t) corrections(j.act + j.act_stride * static_cast<size_t>(t), nb, off, corr.data() + static_cast<size_t>(nb) * t);
-  }
-  alignas(64) float tmp[kPass][kLanes];
-  // Passes of equal size (10 tokens: 5 + 5), so no pass is left with one or two tokens.
-  const int32_t passes = (j.m + kPass - 1) / kPass, per = (j.m + passes - 1) / passes;
-  const auto run_group = [&](const uint8_t* gw, int32_t r0, int rows) {
-    for (int32_t t0 = 0; t0 < j.m; t0 += per) {
-      const int n = std::min(per, j.m - t0);
-      tile_io io{j.act + j.act_stride * static_cast<size_t>(t0), j.act_stride,
-                 off != 0 ? corr.data() + static_cast<size_t>(nb) * t0 : nullptr, nb,
-                 j.c + static_cast<size_t>(j.ldc) * t0 + r0, j.ldc, j.accumulate};
-      if (rows == kLanes) {
-        table[static_cast<size_t>(n - 1)](gw, gbytes, io);
-        continue;
-      }
-      io.c = &tmp[0][0];
-      io.ldc = kLanes;
-      io.accumulate = false;
-      table[static_cast<size_t>(n - 1)](gw, gbytes, io);
-      for (int t = 0; t < n; ++t)
-        for (int r = 0; r < rows; ++r) {
-          float& o = j.c[static_cast<size_t>(j.ldc) * (t0 + t) + r0 + r];
-          o = j.accumulate ? o + tmp[t][r] : tmp[t][r];
-        }
-    }
-  };
-  const int32_t full = j.n_rows / kLanes;
-  int32_t gi = 0;
-  if (j.packed) {
-    if (j.m == 1) {  // two groups at a time: two independent chains per block
-      const tile_io io{j.act, j.act_stride, off != 0 ? corr.data() : nullptr, nb, j.c, j.ldc, j.accumulate};
-      for (; gi + 2 <= full; gi += 2) {
-        tile_io at = io;
-        at.c += kLanes * gi;
-        tile<T, 2, 1>(j.w + gbytes * gi, gbytes, at);
-      }
-    }
-    for (; gi < full; ++gi) run_group(j.w + gbytes * gi, kLanes * gi, kLanes);
-  }
-  const int32_t first_raw = j.packed ? full : 0;
-  for (gi = first_raw; gi * kLanes < j.n_rows; ++gi) {
-    const int rows = std::min(kLanes, j.n_rows - kLanes * gi);
-    scratch.resize(gbytes + 64);
-    uint8_t* s = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-    if (j.packed) widen_group(T, j.w + gbytes * gi, rows, nb, s);
-    else pack_group(T, j.w + gbytes * gi, j.w_row_bytes, rows, kLanes, nb, s);
-    run_group(s, kLanes * gi, rows);
-  }
+  run_groups(j, T == ggml_type::q8_0 ? 128 : geom_of(T).off, kPass, table.data(), j.packed ? &tile<T, 2, 1> : nullptr);
 }
 
 } // namespace

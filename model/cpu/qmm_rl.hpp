@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "model/cpu/qmm.hpp"
 #include "model/formats/ggml_type.hpp"
 
 namespace conveyor::model::qmmrl {
@@ -57,6 +58,25 @@ constexpr size_t m_at(const geom& g, int L) { return d_at(g, L) + 2 * static_cas
 void pack_group(ggml_type t, const uint8_t* src, size_t row_bytes, int R, int L, int32_t nb, uint8_t* dst);
 /// Copies a packed group of R lanes (nb blocks) into the 16-lane layout at dst, lanes R..15 zero.
 void widen_group(ggml_type t, const uint8_t* src, int R, int32_t nb, uint8_t* dst);
+/// Where a tile reads its tokens and writes its outputs.
+struct tile_io {
+  const uint8_t* act;   ///< the first token's activation row (q8_0 / q8_1)
+  size_t astride;
+  const int32_t* corr;  ///< the first token's corrections (nb per token), or null
+  int32_t nb;
+  float* c;             ///< output of (first token, first row of the group)
+  int32_t ldc;
+  bool accumulate;
+};
+/// A kernel's tile: groups of 16 lanes from w (gbytes apart when it takes several) x its tokens.
+using tile_fn = void (*)(const uint8_t* w, size_t gbytes, const tile_io& io);
+
+/// The loop both SIMD kernels share: corrections (off != 0), then every 16-row group of the job
+/// against the tokens in equal passes of up to `pass` (tiles[n - 1] takes n tokens); raw rows
+/// and a packed part's short last group through a 16-lane scratch group, their outputs copied
+/// out lane by lane. pair1, when set, takes two packed groups at a time at one token.
+void run_groups(const qmm_job& j, int32_t off, int32_t pass, const tile_fn* tiles, tile_fn pair1);
+
 /// corr[b] = -off * (sum of block b's 32 activation qs): the integer term that centres unsigned
 /// weights (off: 8 for Q4_0, 16 for Q5_0, 128 for Q8_0 read as w + 128).
 void corrections(const uint8_t* act_qs, int32_t nb, int32_t off, int32_t* corr);

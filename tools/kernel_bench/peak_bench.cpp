@@ -1,8 +1,8 @@
 // peak-bench: the ceilings the CPU kernels are measured against, on one thread: the rate of the
 // integer dot instructions (AVX-512 VNNI vpdpbusd on 512- and 256-bit vectors, AVX2 maddubs) and
 // of 256- and 512-bit FMAs, each as 12 independent accumulator chains (enough to cover their
-// latency), in multiply-adds per second. A host's ports, not its documentation: some parts run
-// 512-bit integer dots on one port only, and a VM's clock moves with its neighbours.
+// latency), in multiply-adds per second: what this host does, whatever its documentation says
+// (the count of ports per instruction varies by part, and a VM's clock moves with its neighbours).
 //   peak-bench [--json FILE]
 // Timing: the best of repeated runs (at least 5 and 0.2 s) of 2^22 iterations.
 // NOTE: GCC 12's AVX-512 headers self-initialise their "undefined" vectors (GCC PR105593).
