@@ -16,7 +16,7 @@ step() {
 }
 
 packages=(build-essential cmake ccache pkg-config git ca-certificates python3 python3-venv python3-pip
-  libopenblas-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libboost-test-dev libbenchmark-dev
+  libpcre2-dev libcli11-dev nlohmann-json3-dev libboost-test-dev libbenchmark-dev
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libtomlplusplus-dev libspdlog-dev libcpp-httplib-dev libssl-dev libboost-dev
   clang libclang-rt-14-dev libsqlite3-dev nats-server libnats-dev libsentencepiece-dev)
 missing=()

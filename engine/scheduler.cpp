@@ -77,6 +77,7 @@ void scheduler::schedule_running(int32_t& budget, bool& preempted) {
 bool scheduler::continues_ahead(const sequence& seq) const {
   if (seq.num_pending_samples == 0) return true;
   if (seq.num_drafts_in_flight > 0) return false;  // how many of its drafts stand is not known yet
+  if (holds_for_drafts(seq)) return false;         // it drafts from its newest token: wait for it
   if (seq.req.constraint || seq.req.sampling.penalized()) return false;
   const int32_t next_len = seq.num_tokens() + seq.num_pending_samples;
   return next_len - seq.num_prompt_tokens < seq.req.stop.max_tokens && next_len < cfg_.max_model_len;
@@ -191,6 +192,7 @@ step_plan scheduler::build_plan() {
     s.block_table = kv_.block_table(seq->id());
     s.sample = end - num_drafts == seq->num_known_tokens();
     s.num_drafts = num_drafts;
+    s.num_prompt_tokens = seq->num_prompt_tokens;
     seq->num_drafts_in_flight = num_drafts;
     s.sampling = seq->req.sampling;
     if (s.sample) {

@@ -188,6 +188,7 @@ private:
   // scheduler_spec.cpp: speculative decoding.
   void add_drafts(int32_t& budget);
   bool may_draft(const sequence& seq, const chosen_seq& c) const;
+  bool holds_for_drafts(const sequence& seq) const;
   int32_t keep_verified(const in_flight_seq& f, std::span<const sampled_token> sampled);
   // scheduler_lifecycle.cpp: submit, finish, update.
   void expire_deadlines(double now_s);

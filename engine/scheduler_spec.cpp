@@ -17,6 +17,16 @@ bool scheduler::may_draft(const sequence& seq, const chosen_seq& c) const {
          seq.num_planned_tokens() + 1 == seq.num_tokens() && !seq.scores_prompt();
 }
 
+// Planning a sequence ahead (pipelined steps: its token still being sampled) rules out drafting
+// for it, since drafts continue the newest token. A sequence whose last try drafted, or that is
+// due to try again, waits for its token instead: a verification buys more than hiding the host's
+// planning behind the step. One whose last try found nothing to draft runs ahead, and those
+// steps count towards its retry.
+bool scheduler::holds_for_drafts(const sequence& seq) const {
+  return cfg_.speculative.enabled() && seq.req.speculate && !seq.scores_prompt() &&
+         (seq.spec.idle_steps == 0 || seq.spec.idle_steps >= spec_retry_steps);
+}
+
 void scheduler::add_drafts(int32_t& budget) {
   const speculative_config& spec = cfg_.speculative;
   if (!spec.enabled() || chosen_.empty()) return;
@@ -29,7 +39,10 @@ void scheduler::add_drafts(int32_t& budget) {
   for (chosen_seq& c : chosen_) {
     if (budget <= 0) break;
     sequence& seq = *c.seq;
-    if (!may_draft(seq, c)) continue;
+    if (!may_draft(seq, c)) {
+      if (seq.num_pending_samples > 0 && seq.req.speculate) ++seq.spec.idle_steps;  // planned ahead: no try
+      continue;
+    }
     // Never past max_tokens or max_model_len: every drafted token could stand.
     const int32_t room = std::min({spec.num_speculative_tokens, budget, seq.req.stop.max_tokens - seq.num_output_tokens() - 1,
                                    cfg_.max_model_len - seq.num_tokens() - 1});

@@ -62,6 +62,10 @@ struct scheduled_seq {
   /// accepts them, fills the masks, then rolls them back; the engine proposes only drafts the
   /// grammar takes). Never with penalties (their edits need the real token counts).
   int32_t num_drafts = 0;
+  /// The sequence's prompt length (a resumed job's earlier output included): the rows at
+  /// positions before it are prompt rows, the others generated ones. A batch-invariant executor
+  /// computes the two kinds on different kernels (docs/gpu.md §3); 0: every row a generated one.
+  int32_t num_prompt_tokens = 0;
 };
 
 /// Everything the executor needs for one fused forward step.

@@ -40,12 +40,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 __global__ void __launch_bounds__(kThreads)
 paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
                              const bf16* __restrict__ v_cache, bf16* __restrict__ out, kv_shape s, float scale,
-                             attn_split sp, int max_tile_tokens) {
+                             attn_split sp, int max_tile_tokens, int tile_from) {
   CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, hd = s.head_dim, G = s.n_head / s.n_kv;
   const int tile = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   const int first = m.tile_first[tile], count = m.tile_count[tile], R = count * G;
-  if (count > max_tile_tokens) return;  // another kernel's tile (launch_attention); CTA-uniform
+  if (count > max_tile_tokens || tile < tile_from) return;  // another launch's tile (launch_attention); CTA-uniform
   const int* table = m.blocks + m.seq_block_off[m.token_seq[first]];
   const int p0 = m.positions[first];  // tile rows are consecutive positions p0 .. p0 + count - 1
   const int ctx = p0 + count;
@@ -56,9 +56,10 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
     end = min(ctx, begin + split_len);
   }
   auto row_out = [&](int r) { return (static_cast<int64_t>(first + r / G) * s.n_head + g * G + r % G); };
+  const int64_t part_base = static_cast<int64_t>(sp.row0) * s.n_head;  // partials are indexed from token row sp.row0
   if (begin >= end) {  // nothing of this split is in the context: an empty partial
     for (int r = tid; r < R; r += kThreads) {
-      float* ml = sp.part_ml + (row_out(r) * gridDim.z + split) * 2;
+      float* ml = sp.part_ml + ((row_out(r) - part_base) * gridDim.z + split) * 2;
       ml[0] = -INFINITY;
       ml[1] = 0.0f;
     }
@@ -175,19 +176,21 @@ paged_attention_tiled_kernel(step_meta m, const bf16* __restrict__ q, const bf16
     if (gridDim.z == 1) {
       out[row * hd + d] = __float2bfloat16(o_s[i] / l_s[r]);
     } else {
-      sp.part_o[(row * gridDim.z + split) * hd + d] = o_s[i];
+      sp.part_o[((row - part_base) * gridDim.z + split) * hd + d] = o_s[i];
       if (d == 0) {
-        sp.part_ml[(row * gridDim.z + split) * 2] = m_s[r];
-        sp.part_ml[(row * gridDim.z + split) * 2 + 1] = l_s[r];
+        sp.part_ml[((row - part_base) * gridDim.z + split) * 2] = m_s[r];
+        sp.part_ml[((row - part_base) * gridDim.z + split) * 2 + 1] = l_s[r];
       }
     }
   }
 }
 
-// One CTA per (token, head): merges the splits' partials, weighting each by exp(m_s - M).
+// One CTA per (token, head) of token rows row0 ..: merges the splits' partials (indexed from
+// row0), weighting each by exp(m_s - M).
 __global__ void paged_attention_combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                                               bf16* __restrict__ out, int n_head, int hd, int n_splits) {
+                                               bf16* __restrict__ out, int n_head, int hd, int n_splits, int row0) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * n_head + blockIdx.y;
+  const int64_t out_row = static_cast<int64_t>(blockIdx.x + row0) * n_head + blockIdx.y;
   const float* ml = part_ml + row * n_splits * 2;
   float mx = -INFINITY;
   for (int k = 0; k < n_splits; ++k)
@@ -199,7 +202,7 @@ __global__ void paged_attention_combine_kernel(const float* __restrict__ part_o,
     float acc = 0.0f;
     for (int k = 0; k < n_splits; ++k)
       if (ml[2 * k + 1] > 0.0f) acc += part_o[(row * n_splits + k) * hd + d] * __expf(ml[2 * k] - mx);
-    out[row * hd + d] = __float2bfloat16(acc / total);
+    out[out_row * hd + d] = __float2bfloat16(acc / total);
   }
 }
 
@@ -237,7 +240,7 @@ size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim) {
 // chunks on tensor cores (attention_wmma.cu, docs/gpu.md §4).
 void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
                             int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
-                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens) {
+                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens, int32_t tile_from) {
   if (T <= 0 || n_tiles <= 0) return;
   if (s.head_dim % 8 != 0 || s.head_dim > kMaxHeadDim)  // the kernel's 16-byte pieces and prefetch registers
     throw std::runtime_error("paged attention: head_dim " + std::to_string(s.head_dim) +
@@ -249,12 +252,12 @@ void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cac
                              " B of shared memory, more than the device allows ---> HINT: smaller query tiles");
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.n_kv), static_cast<unsigned>(std::max(1, split.n_splits)));
   CONVEYOR_LAUNCH(paged_attention_tiled_kernel, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale, split,
-                  max_tile_tokens);
+                  max_tile_tokens, tile_from);
   CUDA_CHECK_LAUNCH();
   if (split.n_splits > 1) {
-    const dim3 cgrid(static_cast<unsigned>(T), static_cast<unsigned>(s.n_head));
+    const dim3 cgrid(static_cast<unsigned>(T - split.row0), static_cast<unsigned>(s.n_head));
     CONVEYOR_LAUNCH(paged_attention_combine_kernel, cgrid, (std::min(128, s.head_dim)), 0, stream, split.part_o, split.part_ml,
-                    out, s.n_head, s.head_dim, split.n_splits);
+                    out, s.n_head, s.head_dim, split.n_splits, split.row0);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -21,8 +21,10 @@
 //     s_w (16, 36) f32 | p_w (16, 40) bf16 | a_w, l_w (16) f32
 #include <mma.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -53,14 +55,15 @@ struct smem_layout {
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
 paged_attention_wmma_kernel(step_meta m, const bf16* __restrict__ q, const bf16* __restrict__ k_cache,
-                            const bf16* __restrict__ v_cache, bf16* __restrict__ out, kv_shape s, float scale) {
+                            const bf16* __restrict__ v_cache, bf16* __restrict__ out, kv_shape s, float scale,
+                            int all_from) {
   using L = smem_layout<HD>;
   // Dynamic shared memory starts the block's shared window (no static __shared__ here): aligned.
   CONVEYOR_DYNAMIC_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, G = s.n_head / s.n_kv;
   const int tile = blockIdx.x, g = blockIdx.y;
   const int first = m.tile_first[tile], count = m.tile_count[tile];
-  if (count < 2) return;  // a decode tile: the CUDA-core kernel's (launch_attention)
+  if (count < 2 && tile < all_from) return;  // a decode tile: the CUDA-core kernel's (launch_attention)
   const int R = count * G;
   const int* table = m.blocks + m.seq_block_off[m.token_seq[first]];
   const int p0 = m.positions[first], ctx = p0 + count;  // rows are positions p0 .. ctx - 1
@@ -198,11 +201,12 @@ int optin_smem() {
 
 template <int HD>
 bool launch_wmma(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out, int32_t n_tiles,
-                 const kv_shape& s, float scale, cudaStream_t stream) {
+                 const kv_shape& s, float scale, cudaStream_t stream, int32_t all_from) {
   const size_t smem = smem_layout<HD>::bytes;
   if (smem > static_cast<size_t>(optin_smem<HD>())) return false;
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.n_kv));
-  CONVEYOR_LAUNCH(paged_attention_wmma_kernel<HD>, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale);
+  CONVEYOR_LAUNCH(paged_attention_wmma_kernel<HD>, grid, kThreads, smem, stream, m, q, k_cache, v_cache, out, s, scale,
+                  all_from);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -219,12 +223,13 @@ size_t paged_attention_wmma_smem_bytes(int32_t head_dim) {
 }
 
 bool launch_paged_attention_wmma(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
-                                 int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale, cudaStream_t stream) {
+                                 int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale, cudaStream_t stream,
+                                 int32_t all_from) {
   if (n_tiles <= 0 || max_tile_rows > kMaxRows) return false;
   switch (s.head_dim) {  // fragments are unrolled over head_dim: one instantiation each
-    case 32: return launch_wmma<32>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream);
-    case 64: return launch_wmma<64>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream);
-    case 128: return launch_wmma<128>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream);
+    case 32: return launch_wmma<32>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream, all_from);
+    case 64: return launch_wmma<64>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream, all_from);
+    case 128: return launch_wmma<128>(m, q, k_cache, v_cache, out, n_tiles, s, scale, stream, all_from);
     default: return false;
   }
 }
@@ -240,6 +245,26 @@ void launch_attention(const step_meta& m, const bf16* q, const bf16* k_cache, co
     return;
   }
   launch_paged_attention(m, q, k_cache, v_cache, out, T, n_tiles, max_tile_rows, s, scale, split, stream);
+}
+
+void launch_attention_invariant(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
+                                int32_t T, int32_t decode_rows, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s,
+                                float scale, const attn_split& split, cudaStream_t stream) {
+  if (split.n_splits < 2) throw std::logic_error("launch_attention_invariant: decode rows always take the split path");
+  // Tiles 0 .. decode_rows - 1, one row each, as many rows at a time as the partials hold (a
+  // recompute after a preemption may bring more decode rows than a step samples).
+  const int32_t per_launch = split.max_rows > 0 ? split.max_rows : std::max(decode_rows, 1);
+  for (int32_t r0 = 0; r0 < decode_rows; r0 += per_launch) {
+    attn_split part = split;
+    part.row0 = r0;
+    const int32_t r1 = std::min(decode_rows, r0 + per_launch);
+    launch_paged_attention(m, q, k_cache, v_cache, out, r1, r1, s.n_head / s.n_kv, s, scale, part, stream, 1, r0);
+  }
+  // Prompt tiles, one-row ones included (a prompt row takes one kernel however it was chunked).
+  if (n_tiles > decode_rows &&
+      !launch_paged_attention_wmma(m, q, k_cache, v_cache, out, n_tiles, max_tile_rows, s, scale, stream, decode_rows))
+    launch_paged_attention(m, q, k_cache, v_cache, out, T, n_tiles, max_tile_rows, s, scale, attn_split{}, stream, INT32_MAX,
+                           decode_rows);
 }
 
 } // namespace conveyor::gpu

@@ -78,7 +78,13 @@ private:
   void init(const model::gguf_file* f, const cuda_executor_options& o);
   void check_plan(const step_plan& plan) const;
   void read_slot(int32_t slot, step_result& r) const;
-  void resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out);
+  /// The host draws of a sampling sequence whose rows need the host (grammar, logit edits, top
+  /// logprobs): its 1 + num_drafts sampled rows from `row` on, into out[0 .. num_drafts].
+  void resample_on_host(const scheduled_seq& s, int32_t row, sampled_token* out);
+  /// c = a w^T (+ c) over the step's T rows; batch-invariant: the first decode_rows rows and the
+  /// rest as two products, each with its row class's one algorithm.
+  void rows_product(const bf16* a, const bf16* w, void* c, bool c_f32, int32_t T, int32_t decode_rows, int32_t n,
+                    int32_t k, float beta);
   /// The plan's prompt targets (scheduled_seq::prompt_targets), scored in plan order.
   std::vector<sampled_token> score_prompts(const step_plan& plan);
   /// Launches the whole forward and the sampling for the filled metadata on stream_.
@@ -111,6 +117,10 @@ private:
   std::unique_ptr<step_meta_buffer> meta_;
   int32_t tile_tokens_ = 1, group_ = 1, max_splits_ = 1, split_tokens_cap_ = 0;
   int32_t graph_splits_ = 1;
+  /// Batch-invariant mode (cuda_executor_options::batch_invariant or max_drafts > 0): decode rows
+  /// always split their context at inv_split_len_ positions (docs/gpu.md §3).
+  bool invariant_ = false;
+  int32_t inv_split_len_ = 0, max_drafts_ = 0;
   /// Steps of at most this many token rows take the fused decode GEMVs (0: never).
   int32_t fused_rows_ = 0;
   bool last_fused_ = false;
@@ -119,7 +129,7 @@ private:
   int32_t last_samples_ = 0;
   split_info last_split_;
 
-  // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.seqs).
+  // Activations (capacity: step_caps.tokens rows; sampled rows: step_caps.sample_cap()).
   float* x_ = nullptr;       // (T, d) residual stream
   bf16* h_ = nullptr;        // (T, d) normalized (cuBLASLt path)
   float* qkv_ = nullptr;     // (T, nq + 2 nkv)
@@ -159,7 +169,8 @@ private:
   int32_t next_slot_ = 0;
   std::vector<float> host_row_;             // resample_on_host: one row of logits; score_prompts: S rows
   model::sampler_scratch host_scratch_;
-  std::vector<uint32_t> host_mask_;
+  std::vector<std::vector<uint32_t>> host_masks_;  // one per row of a drafted sequence
+  std::vector<logit_edit> host_edits_;
   // KV pool: k then v, each (n_layer, num_blocks + 1, n_kv, block_size, hd) bf16; the last block
   // of each layer is the padding rows' sink, never handed to the scheduler.
   bf16* k_cache_ = nullptr;

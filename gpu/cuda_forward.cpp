@@ -17,8 +17,19 @@
 
 namespace conveyor::gpu {
 
+void cuda_executor::rows_product(const bf16* a, const bf16* w, void* c, bool c_f32, int32_t T, int32_t decode_rows, int32_t n,
+                                 int32_t k, float beta) {
+  if (!invariant_) {
+    gemm_->run(a, w, c, c_f32, T, n, k, beta, stream_);
+    return;
+  }
+  gemm_->run(a, w, c, c_f32, decode_rows, n, k, beta, stream_, row_class::decode);
+  void* rest = static_cast<char*>(c) + int64_t{decode_rows} * n * (c_f32 ? sizeof(float) : sizeof(bf16));
+  gemm_->run(a + int64_t{decode_rows} * k, w, rest, c_f32, T - decode_rows, n, k, beta, stream_, row_class::prompt);
+}
+
 void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
-  const int32_t T = sh.tokens, S = sh.samples, d = cfg_.n_embd, hd = cfg_.head_dim;
+  const int32_t T = sh.tokens, S = sh.samples, D = sh.decode_rows, d = cfg_.n_embd, hd = cfg_.head_dim;
   const int32_t nq = cfg_.n_head * hd, nkv = cfg_.n_head_kv * hd, ff = cfg_.n_ff;
   const step_meta& m = meta_->device();
   const kv_shape ks{cfg_.n_head, cfg_.n_head_kv, hd, info_.block_size, info_.num_kv_blocks};
@@ -44,23 +55,26 @@ void cuda_executor::forward(const step_shape& sh, const attn_split& split) {
       if (qk_norm) launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
     } else {
       launch_rmsnorm(x_, nullptr, nullptr, L.attn_norm, h_, T, d, cfg_.rms_eps, st);
-      gemm_->run(h_, L.wqkv, qkv_, true, T, nq + 2 * nkv, d, 0.0f, st);
+      rows_product(h_, L.wqkv, qkv_, true, T, D, nq + 2 * nkv, d, 0.0f);
       launch_rope_kv_write(m, qkv_, rope_, q_, kc, vc, T, ks, ra, st);
     }
-    launch_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.prefill_tiles, sh.max_tile_rows, ks, scale, split, st);
-    gemm_->run(attn_, L.wo, x_, true, T, d, nq, 1.0f, st);  // x += attn Wo^T
+    if (invariant_)
+      launch_attention_invariant(m, q_, kc, vc, attn_, T, D, sh.tiles, sh.max_tile_rows, ks, scale, split, st);
+    else
+      launch_attention(m, q_, kc, vc, attn_, T, sh.tiles, sh.prefill_tiles, sh.max_tile_rows, ks, scale, split, st);
+    rows_product(attn_, L.wo, x_, true, T, D, d, nq, 1.0f);  // x += attn Wo^T
     if (fused) {
       launch_fused_norm_gate_up({x_, L.ffn_norm, T, d, cfg_.rms_eps}, L.w_gate_up, ff, act_, sm_count_, st);
     } else {
       launch_rmsnorm(x_, nullptr, nullptr, L.ffn_norm, h_, T, d, cfg_.rms_eps, st);
-      gemm_->run(h_, L.w_gate_up, gu_, false, T, 2 * ff, d, 0.0f, st);
+      rows_product(h_, L.w_gate_up, gu_, false, T, D, 2 * ff, d, 0.0f);
       launch_swiglu(gu_, act_, T, ff, st);
     }
-    gemm_->run(act_, L.w_down, x_, true, T, d, ff, 1.0f, st);  // x += act Wdown^T
+    rows_product(act_, L.w_down, x_, true, T, D, d, ff, 1.0f);  // x += act Wdown^T
   }
   // Final norm and LM head for the sampled rows only.
   launch_rmsnorm(x_, nullptr, m.sample_rows, w_.output_norm, hs_, S, d, cfg_.rms_eps, st);
-  gemm_->run(hs_, w_.lm_head, logits_, true, S, cfg_.vocab_size, d, 0.0f, st);
+  gemm_->run(hs_, w_.lm_head, logits_, true, S, cfg_.vocab_size, d, 0.0f, st, invariant_ ? row_class::head : row_class::any);
   launch_sample(logits_, S, cfg_.vocab_size, m.sampling, out_ids_, out_lp_, st);
 }
 
@@ -81,6 +95,14 @@ int32_t cuda_executor::split_len_for(int32_t max_ctx, int32_t tiles) const {
 
 attn_split cuda_executor::eager_split(const step_shape& sh) const {
   attn_split sp;
+  if (invariant_) {  // decode rows always split, at the executor's one length
+    sp.split_len = inv_split_len_;
+    sp.n_splits = std::max(2, (sh.max_ctx + inv_split_len_ - 1) / inv_split_len_);
+    sp.part_o = part_o_;
+    sp.part_ml = part_ml_;
+    sp.max_rows = split_tokens_cap_;
+    return sp;
+  }
   if (sh.tokens > split_tokens_cap_ || sh.tiles * cfg_.n_head_kv >= 2 * sm_count_) return sp;
   sp.split_len = split_len_for(sh.max_ctx, sh.tiles);
   if (sp.split_len == 0) return attn_split{};
@@ -97,6 +119,7 @@ void cuda_executor::run_graph(int32_t bucket, const step_shape& sh, bool split) 
     sp.split_len_dev = meta_->device().split_len;
     sp.part_o = part_o_;
     sp.part_ml = part_ml_;
+    sp.max_rows = split_tokens_cap_;
   }
   last_split_ = {true, sp.n_splits, split ? meta_->split_len() : 0, sh.max_ctx};
   auto it = graphs_.find(bucket);

@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 
+#include "engine/draft_rows.hpp"
 #include "gpu/check.hpp"
 #include "gpu/cuda_executor.hpp"
 
@@ -35,8 +36,9 @@ void cuda_executor::submit(const step_plan& plan) {
   bool decode_only = true, on_host = false, scores = false;
   int32_t n_sample = 0;
   for (const auto& s : plan.seqs) {
-    decode_only = decode_only && s.tokens.size() == 1 && s.sample;
-    n_sample += s.sample ? 1 : 0;
+    // Batch-invariant graphs hold decode rows only (a prompt's last token runs eagerly).
+    decode_only = decode_only && s.tokens.size() == 1 && s.sample && (!invariant_ || s.num_computed_tokens >= s.num_prompt_tokens);
+    n_sample += s.sample ? 1 + s.num_drafts : 0;
     on_host = on_host || (s.sample && (s.constraint || !s.logit_edits.empty() || s.sampling.top_logprobs > 0));
     scores = scores || !s.prompt_targets.empty();
   }
@@ -47,16 +49,16 @@ void cuda_executor::submit(const step_plan& plan) {
   meta_->select(slot);
   const int32_t bucket = decode_only ? bucket_for(static_cast<int32_t>(plan.seqs.size())) : 0;
   const step_shape sh = meta_->fill(plan, bucket, tile_tokens_, group_, info_.block_size, info_.num_kv_blocks, prev_row_);
-  const bool graph_splits = bucket > 0 && graph_splits_ > 1 && bucket * cfg_.n_head_kv < 2 * sm_count_;
+  const bool graph_splits = bucket > 0 && graph_splits_ > 1 && (invariant_ || bucket * cfg_.n_head_kv < 2 * sm_count_);
   if (graph_splits) {
-    const int32_t len = split_len_for(sh.max_ctx, bucket);
+    const int32_t len = invariant_ ? inv_split_len_ : split_len_for(sh.max_ctx, bucket);
     meta_->set_split_len(len > 0 ? len : (info_.max_model_len + 31) / 32 * 32);  // 0: one split holds it all
   }
   meta_->upload(sh, stream_);
   // The previous step's ids, where this step's k_previous_sample tokens read them: out_ids_ itself
   // is rewritten by this step's sampling, twice when a new graph bucket runs once eagerly first.
   if (sh.previous_samples > 0)
-    CUDA_CHECK(cudaMemcpyAsync(prev_ids_, out_ids_, sizeof(int32_t) * meta_->caps().seqs, cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(prev_ids_, out_ids_, sizeof(int32_t) * meta_->caps().sample_cap(), cudaMemcpyDeviceToDevice, stream_));
   if (bucket > 0) {
     run_graph(bucket, sh, graph_splits);
   } else {
@@ -75,8 +77,8 @@ void cuda_executor::submit(const step_plan& plan) {
   int32_t row = 0;
   for (const auto& s : plan.seqs) {
     if (!s.sample) continue;
-    out.result.sampled.push_back({s.id, 0, 0.0f, {}});
-    prev_row_[s.id] = row++;
+    if (s.num_drafts == 0) prev_row_[s.id] = row;  // a drafted sequence is never planned ahead
+    for (int32_t i = 0; i <= s.num_drafts; ++i, ++row) out.result.sampled.push_back({s.id, 0, 0.0f, {}});
   }
   if (on_host) {
     // Grammar masks and top logprobs need this step's logits on the host before the next step
@@ -88,10 +90,9 @@ void cuda_executor::submit(const step_plan& plan) {
     for (const auto& s : plan.seqs) {
       if (!s.sample) continue;
       const bool redrawn = s.constraint || !s.logit_edits.empty();
-      if (redrawn || s.sampling.top_logprobs > 0) resample_on_host(s, row, out.result.sampled[static_cast<size_t>(row)]);
+      if (redrawn || s.sampling.top_logprobs > 0) resample_on_host(s, row, &out.result.sampled[static_cast<size_t>(row)]);
       replaced = replaced || redrawn;
-      slots_.ids[slot][row] = out.result.sampled[static_cast<size_t>(row)].token;
-      ++row;
+      for (int32_t i = 0; i <= s.num_drafts; ++i, ++row) slots_.ids[slot][row] = out.result.sampled[static_cast<size_t>(row)].token;
     }
     if (replaced) CUDA_CHECK(cudaMemcpy(out_ids_, slots_.ids[slot], sizeof(int32_t) * n_sample, cudaMemcpyHostToDevice));
     if (scores) out.result.prompt_scores = score_prompts(plan);
@@ -120,19 +121,27 @@ step_result cuda_executor::collect() {
 // to the host and the CPU sampler (the same pure function of logits, params, position and edits)
 // draws there. One vocab-sized copy per
 // such row and step; the device kernel samples every other row.
-void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token& out) {
-  const size_t V = static_cast<size_t>(cfg_.vocab_size);
-  host_row_.resize(V);
-  CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * sizeof(float), cudaMemcpyDeviceToHost));
-  const int64_t position = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
-  if (s.constraint || !s.logit_edits.empty()) {
-    if (s.constraint) s.constraint->fill_mask(host_mask_);
-    const std::span<const uint32_t> mask = s.constraint ? std::span<const uint32_t>(host_mask_) : std::span<const uint32_t>();
-    const model::sample_result d = model::sample_token(host_row_, s.sampling, position, host_scratch_, mask, s.logit_edits);
-    out.token = d.token;
-    out.logprob = d.logprob;
+void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sampled_token* out) {
+  const size_t V = static_cast<size_t>(cfg_.vocab_size), rows = static_cast<size_t>(s.num_drafts) + 1;
+  host_row_.resize(V * rows);
+  CUDA_CHECK(cudaMemcpy(host_row_.data(), logits_ + static_cast<size_t>(row) * V, V * rows * sizeof(float), cudaMemcpyDeviceToHost));
+  const bool redrawn = s.constraint || !s.logit_edits.empty();
+  host_masks_.resize(std::max(host_masks_.size(), rows));
+  if (s.constraint) fill_drafted_masks(s, std::span<std::vector<uint32_t>>(host_masks_).first(rows));
+  const int64_t end = int64_t{s.num_computed_tokens} + static_cast<int64_t>(s.tokens.size());
+  for (int32_t i = 0; i <= s.num_drafts; ++i) {  // row i: position end - num_drafts + i, drafts 1..i standing
+    const std::span<const float> lg(host_row_.data() + V * static_cast<size_t>(i), V);
+    sampled_token& o = out[i];
+    if (redrawn) {
+      const std::span<const uint32_t> mask = s.constraint ? std::span<const uint32_t>(host_masks_[static_cast<size_t>(i)])
+                                                          : std::span<const uint32_t>();
+      const model::sample_result d =
+          model::sample_token(lg, s.sampling, end - s.num_drafts + i, host_scratch_, mask, drafted_row_edits(s, i, host_edits_));
+      o.token = d.token;
+      o.logprob = d.logprob;
+    }
+    model::top_logprobs(lg, s.sampling.top_logprobs, o.top, host_scratch_);
   }
-  model::top_logprobs(host_row_, s.sampling.top_logprobs, out.top, host_scratch_);
 }
 
 // Prompt logprobs, after the step's own sampling (the step waited): the rows with a target take
@@ -141,13 +150,14 @@ void cuda_executor::resample_on_host(const scheduled_seq& s, int32_t row, sample
 // score them.
 std::vector<sampled_token> cuda_executor::score_prompts(const step_plan& plan) {
   prompt_rows p = prompt_rows_of(plan);
-  const int32_t S = meta_->caps().seqs, d = cfg_.n_embd;
+  const int32_t S = meta_->caps().sample_cap(), d = cfg_.n_embd;
   const size_t V = static_cast<size_t>(cfg_.vocab_size);
   for (size_t b = 0; b < p.rows.size(); b += static_cast<size_t>(S)) {
     const auto n = static_cast<int32_t>(std::min(static_cast<size_t>(S), p.rows.size() - b));
+    for (int32_t k = 0; k < n; ++k) p.rows[b + static_cast<size_t>(k)] = meta_->row_of(p.rows[b + static_cast<size_t>(k)]);
     CUDA_CHECK(cudaMemcpyAsync(score_rows_, p.rows.data() + b, sizeof(int32_t) * static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
     launch_rmsnorm(x_, nullptr, score_rows_, w_.output_norm, hs_, n, d, cfg_.rms_eps, stream_);
-    gemm_->run(hs_, w_.lm_head, logits_, true, n, cfg_.vocab_size, d, 0.0f, stream_);
+    gemm_->run(hs_, w_.lm_head, logits_, true, n, cfg_.vocab_size, d, 0.0f, stream_, invariant_ ? row_class::head : row_class::any);
     host_row_.resize(V * static_cast<size_t>(n));
     CUDA_CHECK(cudaMemcpyAsync(host_row_.data(), logits_, sizeof(float) * V * static_cast<size_t>(n), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -36,6 +36,15 @@ struct cuda_executor_options {
   /// Steps of up to 8 token rows run the fused decode GEMVs (norm + QKV + RoPE, norm + gate/up +
   /// SwiGLU); false: cuBLASLt for every step (comparisons, benchmarks).
   bool fused_decode = true;
+  /// Every row's logits independent of the other rows of its step (docs/gpu.md §3, "Speculative
+  /// decoding"): one cuBLASLt algorithm per row class and none split-K, no fused GEMVs, decode rows
+  /// as one-row attention tiles split at a length fixed per executor. Slower at small batches;
+  /// what makes a step's tokens the same whatever else it holds.
+  bool batch_invariant = false;
+  /// Verify up to this many drafted tokens per sequence and step (speculative decoding, vLLM's
+  /// num_speculative_tokens); > 0 makes the executor batch-invariant. The sampled-row buffers
+  /// hold max_num_seqs x (1 + max_drafts) rows, at most max_num_batched_tokens.
+  int32_t max_drafts = 0;
   /// Seed of the random weights of make_cuda_executor_dummy.
   uint64_t dummy_seed = 1234;
 };

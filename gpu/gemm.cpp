@@ -1,5 +1,6 @@
 #include "gpu/gemm.hpp"
 
+#include <stdexcept>
 #include <string>
 
 #include "gpu/check.hpp"
@@ -28,12 +29,30 @@ gemm_runner::~gemm_runner() {
 // Plans are cached per class of m (the next power of two), not per m: a server meets every m up
 // to its token budget, and one cached plan per m would grow without bound. The algorithm is the
 // heuristic's choice for the class's largest m; A's and C's layouts take the exact m per call.
-gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta) {
+//
+// Batch-invariant mode: the key is the row class (a negative m class) and the algorithm is the
+// heuristic's for the class's largest m among those without a split reduction; it is checked to
+// be one sequence per dot product (split-K 1) before it is used.
+void gemm_runner::set_invariant(int32_t decode_rows, int32_t prompt_rows, int32_t head_rows) {
+  if (!plans_.empty()) throw std::logic_error("gemm_runner::set_invariant after the first product");
+  if (decode_rows < 1 || prompt_rows < 1 || head_rows < 1) throw std::invalid_argument("gemm_runner::set_invariant: rows must be >= 1");
+  class_rows_[0] = decode_rows;
+  class_rows_[1] = prompt_rows;
+  class_rows_[2] = head_rows;
+}
+
+gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32, float beta, row_class cls) {
+  if (invariant() && cls == row_class::any)
+    throw std::logic_error("gemm_runner: a product without a row class in batch-invariant mode");
   int32_t m_class = 1;
-  while (m_class < m) m_class *= 2;
+  if (invariant()) {
+    m_class = -static_cast<int32_t>(cls);
+  } else {
+    while (m_class < m) m_class *= 2;
+  }
   const auto key = std::make_tuple(m_class, n, k, c_f32, beta != 0.0f);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  m = m_class;
+  m = invariant() ? class_rows_[static_cast<int>(cls) - 1] : m_class;
   plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
@@ -46,6 +65,11 @@ gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32,
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                     sizeof workspace_bytes_));
+  if (invariant()) {
+    const uint32_t one_sequence = CUBLASLT_REDUCTION_SCHEME_NONE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &one_sequence,
+                                                      sizeof one_sequence));
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.w, p.a, p.c, p.c, pref, 1, &result, &found);
@@ -55,6 +79,16 @@ gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32,
                              " k=" + std::to_string(k) + " (status " + std::to_string(static_cast<int>(st)) +
                              ") ---> HINT: an unusual shape or a GPU without bf16 (sm_80+)");
   p.algo = result.algo;
+  if (invariant()) {
+    int32_t splits = 0;
+    size_t written = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written));
+    if (splits != 1)
+      throw std::runtime_error("cuBLASLt offered a split-K algorithm (" + std::to_string(splits) + " splits) for GEMM n=" +
+                               std::to_string(n) + " k=" + std::to_string(k) +
+                               " although asked for none: batch-invariant products are not possible with this cuBLASLt "
+                               "---> HINT: run without speculative decoding on this GPU");
+  }
   return plans_.emplace(key, p).first->second;
 }
 
@@ -63,9 +97,9 @@ gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32,
 // the batch up to m ~ 300 (the ridge point: 2*m FLOP per 2 weight bytes vs ~990 TFLOP/s / 3 TB/s).
 // Prefill is compute-bound: 2 * 7.5e9 FLOP per token, 2048 tokens in ~40 ms at ~750 TFLOP/s.
 void gemm_runner::run(const bf16* a, const bf16* w, void* c, bool c_f32, int32_t m, int32_t n, int32_t k, float beta,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, row_class cls) {
   if (m <= 0) return;
-  plan& p = get(m, n, k, c_f32, beta);
+  plan& p = get(m, n, k, c_f32, beta, cls);
   const uint64_t cols = static_cast<uint64_t>(m);  // host-side descriptors: fine during graph capture
   CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.a, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
   CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));

@@ -127,24 +127,30 @@ struct attn_split {
   const int32_t* split_len_dev = nullptr;
   float* part_o = nullptr;
   float* part_ml = nullptr;
+  /// The partials hold token rows row0 .. row0 + max_rows - 1 (0: every row of the launch); a
+  /// launch with row0 > 0 starts at tile row0 (one-row tiles: launch_attention_invariant).
+  int32_t row0 = 0, max_rows = 0;
 };
 
 // attention.cu: causal attention of every token row over its sequence's paged K/V, positions
 // 0..positions[t]; q and out are (T, n_head * head_dim) bf16. max_tile_rows bounds
 // tile_count * n_head / n_kv over the tiles it takes (it sizes shared memory); tiles of more than
-// max_tile_tokens tokens are left to another kernel (attention_wmma.cu's).
+// max_tile_tokens tokens, and those before tile_from, are left to another launch (attention_wmma.cu's).
+// A split launch combines rows split.row0 .. T - 1.
 void launch_paged_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
                             int32_t T, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
-                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens = INT32_MAX);
+                            const attn_split& split, cudaStream_t stream, int32_t max_tile_tokens = INT32_MAX,
+                            int32_t tile_from = 0);
 /// Shared memory one attention CTA needs for `rows` query rows (for the launcher's limit check).
 size_t paged_attention_smem_bytes(int32_t rows, int32_t head_dim);
 
 // attention_wmma.cu: the same attention on tensor cores for the tiles of two tokens or more
-// (prompt chunks), one-token tiles skipped. Returns false, launching nothing, where it does not
-// apply: head_dim other than 32, 64, 128, more than 64 rows per tile, shared memory past the
-// device's opt-in limit.
+// (prompt chunks), one-token tiles before tile `all_from` skipped (from it on, every tile is this
+// kernel's). Returns false, launching nothing, where it does not apply: head_dim other than 32,
+// 64, 128, more than 64 rows per tile, shared memory past the device's opt-in limit.
 bool launch_paged_attention_wmma(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
-                                 int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale, cudaStream_t stream);
+                                 int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s, float scale, cudaStream_t stream,
+                                 int32_t all_from = INT32_MAX);
 /// Its shared memory per CTA (0: head_dim not supported).
 size_t paged_attention_wmma_smem_bytes(int32_t head_dim);
 /// One step's attention: with prefill tiles (prefill_tiles = tiles of two tokens or more) and no
@@ -153,6 +159,14 @@ size_t paged_attention_wmma_smem_bytes(int32_t head_dim);
 void launch_attention(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out, int32_t T,
                       int32_t n_tiles, int32_t prefill_tiles, int32_t max_tile_rows, const kv_shape& s, float scale,
                       const attn_split& split, cudaStream_t stream);
+/// The batch-invariant layout (step_meta_buffer with decode rows first): the first decode_rows
+/// rows are one-row tiles (the first decode_rows tiles), always on the CUDA-core kernel, split at
+/// `split`'s fixed length and combined (n_splits >= 2, so a row's order depends on its own context
+/// only); the prompt chunks' tiles after them on tensor cores where that kernel applies, else on
+/// the CUDA-core kernel unsplit.
+void launch_attention_invariant(const step_meta& m, const bf16* q, const bf16* k_cache, const bf16* v_cache, bf16* out,
+                                int32_t T, int32_t decode_rows, int32_t n_tiles, int32_t max_tile_rows, const kv_shape& s,
+                                float scale, const attn_split& split, cudaStream_t stream);
 
 // swiglu.cu: gu (T, 2 ff) bf16 = [gate | up] -> out (T, ff) bf16 = silu(gate) * up.
 void launch_swiglu(const bf16* gu, bf16* out, int32_t T, int32_t ff, cudaStream_t stream);

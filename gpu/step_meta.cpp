@@ -11,7 +11,7 @@ size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 } // namespace
 
-step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
+step_meta_buffer::step_meta_buffer(const step_caps& caps, bool decode_rows_first) : caps_(caps), decode_first_(decode_rows_first) {
   size_t at = 0;
   auto place = [&](size_t bytes) {
     const size_t o = at;
@@ -24,9 +24,9 @@ step_meta_buffer::step_meta_buffer(const step_caps& caps) : caps_(caps) {
   off_seq_ = place(t4);
   off_tfirst_ = place(t4);
   off_tcount_ = place(t4);
-  off_rows_ = place(sizeof(int32_t) * static_cast<size_t>(caps.seqs));
+  off_rows_ = place(sizeof(int32_t) * static_cast<size_t>(caps.sample_cap()));
   off_blockoff_ = place(sizeof(int32_t) * (static_cast<size_t>(caps.seqs) + 2));
-  off_sampling_ = place(sizeof(sample_param) * static_cast<size_t>(caps.seqs));
+  off_sampling_ = place(sizeof(sample_param) * static_cast<size_t>(caps.sample_cap()));
   off_split_ = place(sizeof(int32_t));
   off_blocks_ = place(sizeof(int32_t) * static_cast<size_t>(caps.blocks + 1));
   total_ = at;
@@ -78,38 +78,72 @@ step_shape step_meta_buffer::fill(const step_plan& plan, int32_t pad_to, int32_t
 
   step_shape sh;
   int32_t nb = 0;
-  for (const scheduled_seq& s : plan.seqs) {
-    const int32_t n = static_cast<int32_t>(s.tokens.size()), row0 = sh.tokens, seq = sh.seqs++;
-    const int32_t end = s.num_computed_tokens + n, used_blocks = (end + block_size - 1) / block_size;
-    boff[seq] = nb;
-    for (int32_t b = 0; b < used_blocks; ++b) blocks[nb++] = s.block_table[static_cast<size_t>(b)];
-    for (int32_t i = 0; i < n; ++i) {
-      const token_id t = s.tokens[static_cast<size_t>(i)];
-      tokens[row0 + i] = t == k_previous_sample ? -1 - prev_row.at(s.id) : t;
-      sh.previous_samples += t == k_previous_sample ? 1 : 0;
-      pos[row0 + i] = s.num_computed_tokens + i;
-      tseq[row0 + i] = seq;
+  // Rows in plan order, or (batch-invariant layout) every sequence's decode rows (positions from
+  // num_prompt_tokens on) first, one-row tiles, then the prompt rows in tiles of tile_tokens.
+  const size_t n_seqs = plan.seqs.size();
+  std::vector<int32_t> seq_of(n_seqs, -1), split_at(n_seqs, 0), first_row(n_seqs, 0), first_decode_row(n_seqs, 0);
+  const auto place = [&](size_t k, int32_t from, int32_t to, bool decode) {
+    const scheduled_seq& s = plan.seqs[k];
+    const int32_t n = static_cast<int32_t>(s.tokens.size()), end = s.num_computed_tokens + n;
+    if (seq_of[k] < 0) {
+      seq_of[k] = sh.seqs++;
+      boff[seq_of[k]] = nb;
+      for (int32_t b = 0, used = (end + block_size - 1) / block_size; b < used; ++b) blocks[nb++] = s.block_table[static_cast<size_t>(b)];
+      sh.max_ctx = std::max(sh.max_ctx, end);
     }
-    const int32_t per_tile = n == 1 ? 1 : tile_tokens;
-    for (int32_t i = 0; i < n; i += per_tile) {
-      tfirst[sh.tiles] = row0 + i;
-      tcount[sh.tiles] = std::min(per_tile, n - i);
+    (decode ? first_decode_row[k] : first_row[k]) = sh.tokens;
+    for (int32_t i = from; i < to; ++i) {
+      const int32_t r = sh.tokens + i - from;
+      const token_id t = s.tokens[static_cast<size_t>(i)];
+      tokens[r] = t == k_previous_sample ? -1 - prev_row.at(s.id) : t;
+      sh.previous_samples += t == k_previous_sample ? 1 : 0;
+      pos[r] = s.num_computed_tokens + i;
+      tseq[r] = seq_of[k];
+    }
+    const int32_t per_tile = n == 1 || decode ? 1 : tile_tokens;
+    for (int32_t i = from; i < to; i += per_tile) {
+      tfirst[sh.tiles] = sh.tokens + i - from;
+      tcount[sh.tiles] = std::min(per_tile, to - i);
       sh.max_tile_rows = std::max(sh.max_tile_rows, tcount[sh.tiles] * group);
       sh.prefill_tiles += tcount[sh.tiles] > 1;
       ++sh.tiles;
     }
-    if (s.sample) {
-      rows[sh.samples] = row0 + n - 1;
+    sh.tokens += to - from;
+  };
+  for (size_t k = 0; k < n_seqs; ++k) {
+    const auto& s = plan.seqs[k];
+    const int32_t n = static_cast<int32_t>(s.tokens.size());
+    split_at[k] = decode_first_ ? std::clamp(s.num_prompt_tokens - s.num_computed_tokens, 0, n) : n;
+  }
+  if (decode_first_) {
+    for (size_t k = 0; k < n_seqs; ++k)
+      if (split_at[k] < static_cast<int32_t>(plan.seqs[k].tokens.size()))
+        place(k, split_at[k], static_cast<int32_t>(plan.seqs[k].tokens.size()), true);
+    sh.decode_rows = sh.tokens;
+  }
+  for (size_t k = 0; k < n_seqs; ++k)
+    if (split_at[k] > 0) place(k, 0, split_at[k], false);
+  // The step row of sequence k's token i.
+  const auto step_row = [&](size_t k, int32_t i) { return i < split_at[k] ? first_row[k] + i : first_decode_row[k] + i - split_at[k]; };
+  row_map_.clear();
+  if (decode_first_)
+    for (size_t k = 0; k < n_seqs; ++k)
+      for (int32_t i = 0; i < static_cast<int32_t>(plan.seqs[k].tokens.size()); ++i) row_map_.push_back(step_row(k, i));
+  // Samples in plan order: a drafted sequence's last 1 + num_drafts rows, each with its position.
+  for (size_t k = 0; k < plan.seqs.size(); ++k) {
+    const scheduled_seq& s = plan.seqs[k];
+    if (!s.sample) continue;
+    const int32_t n = static_cast<int32_t>(s.tokens.size()), end = s.num_computed_tokens + n;
+    for (int32_t i = 0; i <= s.num_drafts; ++i) {
+      rows[sh.samples] = step_row(k, n - 1 - s.num_drafts + i);
       sample_param& p = sp[sh.samples++];
       p.temperature = s.sampling.temperature;
       p.top_p = s.sampling.top_p;
       p.min_p = s.sampling.min_p;
       p.top_k = s.sampling.top_k;
       p.seed = s.sampling.seed;
-      p.position = end;
+      p.position = end - s.num_drafts + i;
     }
-    sh.tokens += n;
-    sh.max_ctx = std::max(sh.max_ctx, end);
   }
   if (pad_to > sh.tokens) {  // padding rows share one pseudo-sequence owning only the pad block
     const int32_t pad_seq = sh.seqs;
@@ -127,6 +161,7 @@ step_shape step_meta_buffer::fill(const step_plan& plan, int32_t pad_to, int32_t
     sh.max_tile_rows = std::max(sh.max_tile_rows, group);
     sh.tokens = pad_to;
     sh.seqs = pad_seq + 1;
+    if (decode_first_) sh.decode_rows = pad_to;  // a decode-only step's padding rows are decode rows too
   }
   boff[sh.seqs] = nb;
   sh.upload_bytes = off_blocks_ + sizeof(int32_t) * static_cast<size_t>(nb);

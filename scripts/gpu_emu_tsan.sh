@@ -19,10 +19,9 @@ tests=$bin/tests/gpu_emu/gpu_emu_tests
 # refuses hosts whose mmap randomization is wider than it expects ("unexpected memory mapping").
 run=()
 setarch "$(uname -m)" -R true 2>/dev/null && run=(setarch "$(uname -m)" -R)
-# OpenBLAS (the emulated cuBLASLt) on one thread: its pool synchronizes in ways TSan cannot see.
 # halt_on_error: the first report ends the run (a race in a hot kernel otherwise repeats for every
 # block of every launch, and the run's log grows until ctest's timeout).
-export OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="exitcode=66 history_size=4 halt_on_error=1 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="exitcode=66 history_size=4 halt_on_error=1 ${TSAN_OPTIONS:-}"
 
 # planted NAME MODE TEST: runs TEST alone in TSan mode MODE and requires a race report naming NAME.
 planted() {

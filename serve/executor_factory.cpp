@@ -57,6 +57,7 @@ made_executor make_executor(device_kind d, const model::gguf_file& file, const m
       go.gpu_memory_utilization = s.gpu_memory_utilization;
       go.max_num_batched_tokens = s.max_num_batched_tokens;
       go.max_num_seqs = s.max_num_seqs;
+      go.max_drafts = s.max_drafts;
       m.ex = gpu::make_cuda_executor(file, go);
       const auto cfg = model::llama_config::from_gguf(file);
       m.description = cfg.name + " (" + cfg.summary() + "; bf16 on " + gpu::cuda_device_description(0) + ")";

@@ -43,6 +43,7 @@ struct executor_settings {
   double gpu_memory_utilization = 0.90;
   int32_t max_num_batched_tokens = 2048;  ///< cuda: sizes the activation buffers
   int32_t max_num_seqs = 256;             ///< cuda: sizes the sampling buffers and graph buckets
+  int32_t max_drafts = 0;  ///< cuda: > 0 verifies up to this many drafts a step (batch-invariant; an explicit --speculative-config)
   std::string sim_cost_model = "h100-llama8b";
 };
 

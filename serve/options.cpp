@@ -53,8 +53,8 @@ void serve_options::add_flags(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--speculative-config,--speculative_config", speculative_config,
                  "Speculative decoding as vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 8, \"prompt_lookup_min\": 1, "
-                 "\"prompt_lookup_max\": 5}' or '{\"method\": \"none\"}'. It changes no output, only the speed (default: ngram where "
-                 "the executor verifies drafts: cpu)");
+                 "\"prompt_lookup_max\": 5}' or '{\"method\": \"none\"}'. It changes no output, only the speed (default: ngram on "
+                 "cpu; on cuda only when given, which makes the CUDA executor batch-invariant)");
   cmd.add_option("--kv-watermark,--kv_watermark", kv_watermark, "Fraction of KV blocks kept free at admission")->capture_default_str();
   cmd.add_option("--max-num-queued-reqs,--max_num_queued_reqs", max_num_queued_reqs, "Queue bound in jobs (0: none)")->capture_default_str();
   cmd.add_option("--max-num-queued-tokens,--max_num_queued_tokens", max_num_queued_tokens, "Queue bound in prompt tokens (0: none)")->capture_default_str();
@@ -276,6 +276,11 @@ executor_settings serve_options::executor() const {
   s.max_num_batched_tokens = max_num_batched_tokens;
   s.max_num_seqs = max_num_seqs;
   s.sim_cost_model = sim_cost_model;
+  // The CUDA executor verifies drafts only when asked (explicitly: speculation is not on by default
+  // there), and is batch-invariant then (docs/gpu.md §3).
+  if (speculative_config_t c = default_speculative_config(); !speculative_config.empty() &&
+                                                             parse_speculative_config(speculative_config, c).empty() && c.enabled())
+    s.max_drafts = c.num_speculative_tokens;
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/config.hpp"
+#include "engine/draft_rows.hpp"
 #include "engine/plan_check.hpp"
 #include "model/cpu/cpu_ops.hpp"
 #include "model/formats/gguf.hpp"
@@ -166,13 +167,7 @@ step_result cpu_executor::step(const step_plan& plan) {
     if (s.constraint) allowed = masks_[static_cast<size_t>(k)];
     // Penalties: a drafted row draws as it would after the drafts before it stood, so its edits
     // count them as output (the scheduler's edits end at the sequence's newest known token).
-    std::span<const logit_edit> edits = s.logit_edits;
-    if (const int32_t i = drafts_before[static_cast<size_t>(k)]; i > 0 && s.sampling.penalized()) {
-      scratch.row_edits.assign(s.logit_edits.begin(), s.logit_edits.end());
-      const size_t first_draft = s.tokens.size() - static_cast<size_t>(s.num_drafts);
-      extend_logit_edits(s.sampling, std::span<const token_id>(s.tokens).subspan(first_draft, static_cast<size_t>(i)), scratch.row_edits);
-      edits = scratch.row_edits;
-    }
+    const std::span<const logit_edit> edits = drafted_row_edits(s, drafts_before[static_cast<size_t>(k)], scratch.row_edits);
     drawn[static_cast<size_t>(k)] = sample_token(lg, s.sampling, position, scratch, allowed, edits);
     top_logprobs(lg, s.sampling.top_logprobs, tops[static_cast<size_t>(k)], scratch);
   };
@@ -189,11 +184,8 @@ step_result cpu_executor::step(const step_plan& plan) {
   return r;
 }
 
-// Structured outputs: each sampled row's mask, filled before the draws (sequences in parallel).
-// A drafted sequence's rows follow its grammar through the drafts: row i's mask is the grammar's
-// after drafts 1..i, accepted one by one and then rolled back (the scheduler advances the grammar
-// with the tokens that stand). Rows past a draft the grammar refuses get an empty mask: they
-// cannot stand, since the row before them could not draw that draft.
+// Structured outputs: each sampled row's mask, filled before the draws (sequences in parallel);
+// a drafted sequence's rows follow its grammar through the drafts (engine/draft_rows.hpp).
 void cpu_executor::fill_masks(std::span<const scheduled_seq* const> row_seqs) {
   masks_.resize(row_seqs.size());
   std::vector<size_t> first;  // the first row of each constrained sequence
@@ -201,20 +193,7 @@ void cpu_executor::fill_masks(std::span<const scheduled_seq* const> row_seqs) {
     if (row_seqs[k]->constraint) first.push_back(k);
   const auto fill = [&](int64_t j, int32_t) {
     const size_t k0 = first[static_cast<size_t>(j)];
-    const scheduled_seq& s = *row_seqs[k0];
-    token_constraint& g = *s.constraint;
-    const size_t first_draft = s.tokens.size() - static_cast<size_t>(s.num_drafts);
-    int32_t taken = 0;
-    for (int32_t i = 0; i <= s.num_drafts; ++i) {
-      std::vector<uint32_t>& mask = masks_[k0 + static_cast<size_t>(i)];
-      if (i > taken) {
-        mask.clear();
-        continue;
-      }
-      g.fill_mask(mask);
-      if (i < s.num_drafts && g.accept(s.tokens[first_draft + static_cast<size_t>(i)])) ++taken;
-    }
-    g.rollback(taken);
+    fill_drafted_masks(*row_seqs[k0], std::span<std::vector<uint32_t>>(masks_).subspan(k0, static_cast<size_t>(row_seqs[k0]->num_drafts) + 1));
   };
   if (first.size() > 1) pool_.parallel_for(static_cast<int64_t>(first.size()), fill);
   else if (!first.empty()) fill(0, 0);

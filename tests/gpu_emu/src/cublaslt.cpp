@@ -3,10 +3,19 @@
 // of one type and layout) and records the problem in the algorithm; cublasLtMatmul checks the
 // layouts against the operation, the pointers against device allocations and the algorithm
 // against the problem, then queues the product on the stream (captured into a graph like any
-// launch). The product is OpenBLAS's sgemm on f32 copies; bf16 D is rounded to nearest even.
-// beta = 0 never reads C (NaN garbage there does not propagate), as cuBLAS promises.
-#include <cblas.h>
+// launch). bf16 D is rounded to nearest even. beta = 0 never reads C (NaN garbage there does not
+// propagate), as cuBLAS promises.
+//
+// The heuristic models what makes a real cuBLASLt's bits depend on the problem's shape: for a
+// short product (few columns of D, the rows of a decode step) it picks split-K, as cuBLASLt does
+// to fill the SMs, and the split count is recorded in the algorithm. Each element of D is then
+// its split count's K ranges, each summed in one ascending f32 FMA chain, added in order: so a
+// plan chosen per shape gives a row different bits at different batch sizes, and an algorithm
+// found with CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = NONE (one sequence per dot product)
+// gives every batch size the same bits (gpu/gemm.hpp's batch-invariant plans rely on that).
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -30,6 +39,7 @@ struct cublasLtMatrixLayoutOpaque_t {
 };
 struct cublasLtMatmulPreferenceOpaque_t {
   size_t workspace = 0;
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
 };
 
 namespace {
@@ -162,12 +172,18 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     std::memcpy(&p->workspace, buf, n);
     return CUBLAS_STATUS_SUCCESS;
   }
+  if (a == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK && n == sizeof(uint32_t)) {
+    std::memcpy(&p->reductions, buf, n);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (a == CUBLASLT_MATMUL_PREF_SEARCH_MODE) return CUBLAS_STATUS_SUCCESS;
   return bad(CUBLAS_STATUS_INVALID_VALUE, "preference attribute");
 }
 
 // The algorithm records transposes and types (data[0]), so using it for another kind of problem
-// is caught; m, n, k are free (cuBLASLt's heuristic results are tile configurations).
+// is caught; m, n, k are free (cuBLASLt's heuristic results are tile configurations). data[1] is
+// the split-K count: 3 for D of at most 4 columns, 2 up to 16 (K of 32 or more), else 1; 1
+// whenever the preference allows no split reduction.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                               cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
                                               int requested, cublasLtMatmulHeuristicResult_t* results, int* found) {
@@ -178,6 +194,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   std::memset(&results[0], 0, sizeof results[0]);
   results[0].algo.data[0] = 0xC0FE0000ull | (uint64_t{op->ta} << 12) | (uint64_t{op->tb} << 8) | (uint64_t(a->type) << 4) |
                             uint64_t(d->type == CUDA_R_32F);
+  const bool may_split = (pref->reductions & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0;
+  results[0].algo.data[1] = !may_split || pr.k < 32 ? 1 : pr.n <= 4 ? 3 : pr.n <= 16 ? 2 : 1;
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -207,6 +225,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (h->device != current_device()) return bad(CUBLAS_STATUS_INVALID_VALUE, "the handle was created on another device");
   CUstream_st* s = resolve(stream);
   if (!s) return bad(CUBLAS_STATUS_INVALID_VALUE, "unknown stream");
+  const int64_t splits = algo ? std::max<int64_t>(1, static_cast<int64_t>(algo->data[1])) : 1;
   const auto da = *op;
   const auto la = *a, lb = *b, lc = *c, ld = *d;
   const cudaError_t e = enqueue(s, [=] {
@@ -217,10 +236,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
       return v;
     };
     const std::vector<float> fa = dense(A, la), fb = dense(B, lb);
+    // op(A) rows and op(B) columns contiguous in k, then each element as `splits` ascending chains.
+    std::vector<float> ra(static_cast<size_t>(pr.m * pr.k)), cb(static_cast<size_t>(pr.n * pr.k));
+    for (int64_t i = 0; i < pr.m; ++i)
+      for (int64_t q = 0; q < pr.k; ++q)
+        ra[static_cast<size_t>(i * pr.k + q)] = da.ta == CUBLAS_OP_N ? fa[static_cast<size_t>(q * la.rows + i)] : fa[static_cast<size_t>(i * la.rows + q)];
+    for (int64_t j = 0; j < pr.n; ++j)
+      for (int64_t q = 0; q < pr.k; ++q)
+        cb[static_cast<size_t>(j * pr.k + q)] = da.tb == CUBLAS_OP_N ? fb[static_cast<size_t>(j * lb.rows + q)] : fb[static_cast<size_t>(q * lb.rows + j)];
+    const int64_t piece = (pr.k + splits - 1) / splits;
     std::vector<float> fd(static_cast<size_t>(pr.m * pr.n), 0.0f);
-    cblas_sgemm(CblasColMajor, da.ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, da.tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                static_cast<int>(pr.m), static_cast<int>(pr.n), static_cast<int>(pr.k), al, fa.data(), static_cast<int>(la.rows), fb.data(),
-                static_cast<int>(lb.rows), 0.0f, fd.data(), static_cast<int>(pr.m));
+    for (int64_t j = 0; j < pr.n; ++j)
+      for (int64_t i = 0; i < pr.m; ++i) {
+        const float* x = &ra[static_cast<size_t>(i * pr.k)];
+        const float* y = &cb[static_cast<size_t>(j * pr.k)];
+        float total = 0.0f;
+        for (int64_t q0 = 0; q0 < pr.k; q0 += piece) {
+          float part = 0.0f;
+          for (int64_t q = q0; q < std::min(pr.k, q0 + piece); ++q) part = std::fma(x[q], y[q], part);
+          total = q0 == 0 ? part : total + part;
+        }
+        fd[static_cast<size_t>(j * pr.m + i)] = al * total;
+      }
     for (int64_t j = 0; j < pr.n; ++j)
       for (int64_t i = 0; i < pr.m; ++i) {
         float v = fd[static_cast<size_t>(j * pr.m + i)];
@@ -229,6 +266,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
       }
   }, "cublasLtMatmul");
   if (e != cudaSuccess) return bad(CUBLAS_STATUS_EXECUTION_FAILED, std::string("queueing the product: ") + cudaGetErrorName(e));
+  tl_error.clear();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                   void* buf, size_t size, size_t* written) {
+  if (!algo || !buf) return bad(CUBLAS_STATUS_INVALID_VALUE, "null algorithm or buffer");
+  const uint64_t splits = std::max<uint64_t>(1, algo->data[1]);
+  if (attr == CUBLASLT_ALGO_CONFIG_SPLITK_NUM && size == sizeof(int32_t)) {
+    const auto v = static_cast<int32_t>(splits);
+    std::memcpy(buf, &v, sizeof v);
+  } else if (attr == CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME && size == sizeof(uint32_t)) {
+    const uint32_t v = splits > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+    std::memcpy(buf, &v, sizeof v);
+  } else {
+    return bad(CUBLAS_STATUS_INVALID_VALUE, "algorithm attribute or size");
+  }
+  if (written) *written = size;
   tl_error.clear();
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -241,4 +241,36 @@ BOOST_AUTO_TEST_CASE(a_placeholder_resolves_to_the_previous_steps_sample) {
   BOOST_CHECK_THROW(ex.submit(c), std::invalid_argument);
 }
 
+// With speculative decoding, a sequence about to draft is not planned ahead (a draft continues its
+// newest token): it waits for its token and then drafts. A sequence that opted out, or whose last
+// try found nothing to draft, runs ahead as before, and its steps ahead count towards a retry.
+BOOST_AUTO_TEST_CASE(a_drafting_sequence_waits_for_its_token_instead_of_running_ahead) {
+  scheduler_config sc;
+  sc.max_model_len = 64;
+  sc.speculative.method = spec_method::ngram;
+  sc.speculative.num_speculative_tokens = 4;
+  sc.speculative.prompt_lookup_min = 1;
+  sc.speculative.fixed_cost_tokens = 64;
+  conveyor::scheduler s(sc, cache_config{}, 32);
+  request r = make_request(1, 0, 20);
+  r.prompt_token_ids = {3, 4, 5, 3, 4, 5, 3, 4};  // repeats: the lookup finds a continuation of 5
+  BOOST_REQUIRE(s.submit(r, 0).accepted);
+  request opt_out = make_request(2, 8, 20);
+  opt_out.speculate = false;
+  BOOST_REQUIRE(s.submit(opt_out, 0).accepted);
+  const step_plan a = s.schedule(0);  // both prompts
+  BOOST_REQUIRE(a.seqs.size() == 2u);
+  const step_plan b = s.schedule(0);  // planned while `a` runs
+  BOOST_TEST(find_in(b, 1) == nullptr);  // waits to draft
+  BOOST_REQUIRE(find_in(b, 2) != nullptr);  // runs ahead
+  BOOST_TEST(find_in(b, 2)->tokens == std::vector<token_id>{k_previous_sample});
+  (void)s.update(fake_step(a, 5), 0);
+  const step_plan c = s.schedule(0);  // `b` in flight; sequence 1's token 5 is known
+  const scheduled_seq* one = find_in(c, 1);
+  BOOST_REQUIRE(one != nullptr);
+  BOOST_TEST(one->num_drafts > 0);
+  BOOST_TEST(one->tokens.front() == 5);
+  BOOST_TEST(s.check_invariants() == "");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

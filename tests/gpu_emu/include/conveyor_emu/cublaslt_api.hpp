@@ -1,4 +1,4 @@
-// The cuBLAS / cuBLASLt subset gpu/gemm.cpp uses, emulated with OpenBLAS (src/cublaslt.cpp):
+// The cuBLAS / cuBLASLt subset gpu/gemm.cpp uses, emulated in plain f32 (src/cublaslt.cpp):
 // column-major D = alpha * op(A) op(B) + beta * C with bf16 or f32 operands, f32 compute, shape,
 // leading-dimension, type and pointer checks as cuBLASLt makes them. Enum values are the real ones.
 #pragma once
@@ -39,7 +39,23 @@ typedef enum {
   CUBLASLT_MATRIX_LAYOUT_LD = 4,
   CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
 } cublasLtMatrixLayoutAttribute_t;
-typedef enum { CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+typedef enum {
+  CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,  ///< uint32_t: the schemes the heuristic may return
+} cublasLtMatmulPreferenceAttributes_t;
+/// How split-K partial dot products are reduced; NONE: each dot product in one sequence.
+typedef enum {
+  CUBLASLT_REDUCTION_SCHEME_NONE = 0,
+  CUBLASLT_REDUCTION_SCHEME_INPLACE = 1,
+  CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2,
+  CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE = 4,
+  CUBLASLT_REDUCTION_SCHEME_MASK = 0x7,
+} cublasLtReductionScheme_t;
+typedef enum {
+  CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,         ///< int32_t
+  CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3,   ///< uint32_t
+} cublasLtMatmulAlgoConfigAttributes_t;
 
 struct cublasLtContext;
 struct cublasLtMatmulDescOpaque_t;
@@ -80,6 +96,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                   void* buf, size_t size, size_t* written);
 
 namespace conveyor_emu {
 /// Why the last cuBLASLt call of this thread failed ("" after a success).
