@@ -6,6 +6,16 @@
 #include "gpu/check.hpp"
 
 namespace conveyor::gpu {
+namespace {
+
+// The largest power of two up to 256 dividing `bytes`: how aligned a row offset of that length keeps a pointer.
+uint32_t alignment_of(uint64_t bytes) {
+  uint32_t a = 1;
+  while (a < 256 && bytes % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+} // namespace
 
 gemm_runner::gemm_runner(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
@@ -69,6 +79,13 @@ gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32,
     const uint32_t one_sequence = CUBLASLT_REDUCTION_SCHEME_NONE;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &one_sequence,
                                                       sizeof one_sequence));
+    // A class's rows may start past the buffer's start (the prompt rows follow the decode rows):
+    // the activations and outputs are only as aligned as one row is long.
+    const uint32_t b_align = alignment_of(uint64_t{static_cast<uint32_t>(k)} * 2);
+    const uint32_t cd_align = alignment_of(uint64_t{static_cast<uint32_t>(n)} * (c_f32 ? 4 : 2));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_align, sizeof b_align));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &cd_align, sizeof cd_align));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &cd_align, sizeof cd_align));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;

@@ -40,6 +40,7 @@ struct cublasLtMatrixLayoutOpaque_t {
 struct cublasLtMatmulPreferenceOpaque_t {
   size_t workspace = 0;
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;
+  uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: what the algorithms found may assume
 };
 
 namespace {
@@ -176,6 +177,13 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     std::memcpy(&p->reductions, buf, n);
     return CUBLAS_STATUS_SUCCESS;
   }
+  if (a >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES && n == sizeof(uint32_t)) {
+    uint32_t v = 0;
+    std::memcpy(&v, buf, n);
+    if (v == 0 || (v & (v - 1)) != 0 || v > 256) return bad(CUBLAS_STATUS_INVALID_VALUE, "alignment must be a power of two up to 256");
+    p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = v;
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (a == CUBLASLT_MATMUL_PREF_SEARCH_MODE) return CUBLAS_STATUS_SUCCESS;
   return bad(CUBLAS_STATUS_INVALID_VALUE, "preference attribute");
 }
@@ -183,7 +191,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 // The algorithm records transposes and types (data[0]), so using it for another kind of problem
 // is caught; m, n, k are free (cuBLASLt's heuristic results are tile configurations). data[1] is
 // the split-K count: 3 for D of at most 4 columns, 2 up to 16 (K of 32 or more), else 1; 1
-// whenever the preference allows no split reduction.
+// whenever the preference allows no split reduction. data[2] holds the alignments of A, B, C and D
+// the preference let the algorithm assume (256 bytes unless told less), 16 bits each: a real
+// cuBLASLt algorithm may use loads that fault or fail on less aligned pointers, so cublasLtMatmul
+// refuses them (CUBLAS_STATUS_NOT_SUPPORTED).
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                               cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
                                               int requested, cublasLtMatmulHeuristicResult_t* results, int* found) {
@@ -196,6 +207,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
                             uint64_t(d->type == CUDA_R_32F);
   const bool may_split = (pref->reductions & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) != 0;
   results[0].algo.data[1] = !may_split || pr.k < 32 ? 1 : pr.n <= 4 ? 3 : pr.n <= 16 ? 2 : 1;
+  results[0].algo.data[2] = uint64_t{pref->align[0]} | uint64_t{pref->align[1]} << 16 | uint64_t{pref->align[2]} << 32 |
+                            uint64_t{pref->align[3]} << 48;
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -217,6 +230,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     const uint64_t want = 0xC0FE0000ull | (uint64_t{op->ta} << 12) | (uint64_t{op->tb} << 8) | (uint64_t(a->type) << 4) |
                           uint64_t(d->type == CUDA_R_32F);
     if (algo->data[0] != want) return bad(CUBLAS_STATUS_INVALID_VALUE, "the algorithm was chosen for another kind of problem");
+  }
+  if (algo) {
+    const void* const ptrs[4] = {A, B, C, D};
+    const char* const names[4] = {"A", "B", "C", "D"};
+    for (int i = 0; i < 4; ++i) {
+      const uint64_t want = (algo->data[2] >> (16 * i)) & 0xFFFF;
+      if (want > 1 && (i != 2 || *static_cast<const float*>(beta) != 0.0f) && reinterpret_cast<uintptr_t>(ptrs[i]) % want != 0)
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, std::string(names[i]) + " is less aligned than the " + std::to_string(want) +
+                                                    " bytes the algorithm was found for (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_" + names[i] + "_BYTES)");
+    }
   }
   if (workspace_bytes > 0 && !find_alloc(workspace, workspace_bytes)) return bad(CUBLAS_STATUS_INVALID_VALUE, "workspace is not device memory");
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);  // host scalars, read at the call

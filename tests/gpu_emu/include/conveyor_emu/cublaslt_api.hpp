@@ -43,6 +43,10 @@ typedef enum {
   CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
   CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
   CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,  ///< uint32_t: the schemes the heuristic may return
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,  ///< uint32_t, default 256: the alignment the algorithm may assume
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
 /// How split-K partial dot products are reduced; NONE: each dot product in one sequence.
 typedef enum {
