@@ -139,6 +139,10 @@ BOOST_AUTO_TEST_CASE(a_rows_logits_do_not_depend_on_the_rest_of_its_step) {
       BOOST_TEST(same_bits(a.verify, b.verify), "drafted rows beside decodes, drafts and a prompt chunk");
       cuda_executor one(f, spec_opts(true, graphs, 4));
       BOOST_TEST(same_bits(a.verify, drafts_one_by_one(one, p)), "drafted rows against the same tokens one step each");
+      cuda_executor split(f, spec_opts(true, graphs, 4));  // the prompt's last token alone: a one-row prompt tile
+      (void)rows_of(split, {seq_of(1, std::vector<token_id>(p.begin(), p.end() - 1), 0, false, 0, kPrompt)}, 1);
+      BOOST_TEST(same_bits(a.prompt_end, rows_of(split, {seq_of(1, {p.back()}, kPrompt - 1, true, 0, kPrompt)}, 1)),
+                 "the prompt's last token as a chunk of its own");
     }
   }
 #if defined(CONVEYOR_CUDA_EMU)
