@@ -12,7 +12,7 @@
 
 namespace conveyor::gpu {
 
-inline constexpr int plugin_api_version = 1;
+inline constexpr int plugin_api_version = 2;  // 2: cuda_executor_options gained batch_invariant, max_drafts
 
 struct plugin_api {
   int version = plugin_api_version;
