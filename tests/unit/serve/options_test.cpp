@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "serve/options.hpp"
+#include "serve/spec_options.hpp"
 
 namespace conveyor::testing {
 namespace {
@@ -123,6 +124,19 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_gets) {
   const serve::executor_settings es = o.executor();
   BOOST_TEST(es.max_model_len == 2048);
   BOOST_TEST(es.block_size == o.block_size);
+}
+
+// The CUDA executor verifies drafts (batch-invariant) only when --speculative-config asks for
+// speculation: then up to its num_speculative_tokens a step.
+BOOST_AUTO_TEST_CASE(an_explicit_speculative_config_sizes_the_executors_drafts) {
+  serve_options o;
+  BOOST_TEST(o.executor().max_drafts == 0);  // the default: the CPU drafts, CUDA does not verify
+  o.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 5})";
+  BOOST_TEST(o.executor().max_drafts == 5);
+  o.speculative_config = R"({"method": "ngram"})";
+  BOOST_TEST(o.executor().max_drafts == serve::default_speculative_config().num_speculative_tokens);
+  o.speculative_config = R"({"method": "none"})";
+  BOOST_TEST(o.executor().max_drafts == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
