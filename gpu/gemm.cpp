@@ -91,20 +91,30 @@ gemm_runner::plan& gemm_runner::get(int32_t m, int32_t n, int32_t k, bool c_f32,
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.w, p.a, p.c, p.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+  const auto release = [&p] {  // before a throw: the plan is not kept
+    cublasLtMatrixLayoutDestroy(p.w);
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  };
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    release();
     throw std::runtime_error("cuBLASLt has no bf16 algorithm for GEMM m=" + std::to_string(m) + " n=" + std::to_string(n) +
                              " k=" + std::to_string(k) + " (status " + std::to_string(static_cast<int>(st)) +
                              ") ---> HINT: an unusual shape or a GPU without bf16 (sm_80+)");
+  }
   p.algo = result.algo;
   if (invariant()) {
     int32_t splits = 0;
     size_t written = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written));
-    if (splits != 1)
+    const cublasStatus_t got = cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &written);
+    if (got != CUBLAS_STATUS_SUCCESS || splits != 1) {
+      release();
       throw std::runtime_error("cuBLASLt offered a split-K algorithm (" + std::to_string(splits) + " splits) for GEMM n=" +
                                std::to_string(n) + " k=" + std::to_string(k) +
                                " although asked for none: batch-invariant products are not possible with this cuBLASLt "
                                "---> HINT: run without speculative decoding on this GPU");
+    }
   }
   return plans_.emplace(key, p).first->second;
 }

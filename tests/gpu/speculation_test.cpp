@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "gpu/cuda_executor.hpp"
+#include "gpu/gemm.hpp"
 #include "gpu_support.hpp"
 #include "lockstep.hpp"
 #include "model/cpu/sampler.hpp"
@@ -272,6 +273,27 @@ BOOST_AUTO_TEST_CASE(drafts_past_the_executors_bounds_are_refused) {
   BOOST_CHECK_NO_THROW(two.step(plan));
   plan.seqs = {seq_of(1, {3, 4, 5}, 10, true, 2, 10)};
   BOOST_TEST(two.step(plan).sampled.size() == 3u);
+}
+
+// gemm_runner's batch-invariant mode: one plan per class whatever m (bounded), a product naming
+// no class refused, and the mode set only before the first product.
+BOOST_AUTO_TEST_CASE(invariant_products_keep_one_plan_per_class) {
+  const int32_t n = 64, k = 96;
+  dev_array<bf16> a(64 * k), w(n * k);
+  dev_array<float> c(64 * n);
+  a.upload(std::vector<bf16>(64 * k, __float2bfloat16(0.5f)));
+  w.upload(std::vector<bf16>(n * k, __float2bfloat16(0.25f)));
+  gemm_runner g;
+  g.set_invariant(16, 64, 16);
+  for (int32_t m : {1, 3, 17, 64}) {
+    g.run(a.get(), w.get(), c.get(), true, m, n, k, 0.0f, nullptr, row_class::decode);
+    g.run(a.get() + k, w.get(), c.get(), true, m - 1, n, k, 0.0f, nullptr, row_class::prompt);  // rows past the start
+  }
+  BOOST_TEST(g.plan_count() == 2u);
+  BOOST_CHECK_THROW(g.run(a.get(), w.get(), c.get(), true, 1, n, k, 0.0f, nullptr), std::logic_error);
+  BOOST_CHECK_THROW(g.set_invariant(8, 8, 8), std::logic_error);
+  const std::vector<float> out = c.download();
+  BOOST_TEST(out[0] == 0.5f * 0.25f * k);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
