@@ -7,6 +7,9 @@
 // exponential with mean 128 capped at --anyscale-cap, all at t = 0) run offline through the
 // engine's own scheduler, continuous and static batching; --workload-json writes its lengths
 // for scripts/hf_gpu_baseline.py, which runs the same requests through Hugging Face transformers.
+// Last, speculative decoding's verification steps on a batch-invariant executor (docs/gpu.md §3):
+// at each --draft-batches size, a decode step and the same sequences each verifying k of --drafts
+// drafted tokens, and r, what one drafted row costs next to the decode step (the CPU's is ~0.2).
 // Without a CUDA device (or a build without CUDA) it says so and exits 2.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -32,6 +35,8 @@ struct gpu_bench_opts {
   int32_t context = 1024, steps = 32, prompt_len = 2048, gemm_size = 8192;
   double gpu_memory_utilization = 0.90;
   int32_t anyscale_prompts = 1000, anyscale_cap = 512;
+  std::vector<int32_t> draft_batches{1, 8, 64}, drafts{4, 8};
+  bool no_verify = false;
   std::string json_path, workload_json;
 };
 
@@ -53,6 +58,54 @@ model::llama_config llama3_8b() {
 }
 
 using clock_type = std::chrono::steady_clock;
+
+// Fills sequences 0 .. b - 1 with `context` cached tokens, in prefill steps that fit the token budget.
+void fill_contexts(executor& ex, int32_t b, int32_t context, int32_t per_seq, int32_t max_tokens, int32_t vocab) {
+  const int32_t seqs_per_fill = std::max(1, max_tokens / context);
+  for (int32_t s0 = 0; s0 < b; s0 += seqs_per_fill) {
+    step_plan p = make_bench_plan(std::min(seqs_per_fill, b - s0), 0, context, per_seq, vocab);
+    for (auto& q : p.seqs) {
+      q.id += static_cast<seq_id>(s0);
+      for (auto& blk : q.block_table) blk += s0 * per_seq;
+    }
+    ex.step(p);
+  }
+}
+
+// Mean milliseconds of `steps` steps of b sequences at `context`, each computing 1 + k tokens of
+// which k are drafts (the same positions every step: the timing does not depend on the tokens).
+double verify_ms(executor& ex, int32_t b, int32_t context, int32_t k, int32_t per_seq, int32_t steps, int32_t vocab) {
+  step_plan p = make_bench_plan(b, context, 1 + k, per_seq, vocab);
+  for (auto& q : p.seqs) q.num_drafts = k;
+  ex.step(p);  // warm-up (cuBLASLt, shared-memory limits)
+  double total = 0;
+  for (int32_t i = 0; i < steps; ++i) total += time_step_ms(ex, p);
+  return total / steps;
+}
+
+void bench_verification(const model::llama_config& c, const gpu_bench_opts& o, gpu::cuda_executor_options eo, nlohmann::json& out) {
+  const int32_t max_b = *std::max_element(o.draft_batches.begin(), o.draft_batches.end());
+  const int32_t max_k = *std::max_element(o.drafts.begin(), o.drafts.end());
+  const int32_t bs = eo.block_size, per_seq = (o.context + 1 + max_k + bs - 1) / bs;
+  eo.max_drafts = max_k;
+  eo.max_num_seqs = max_b;
+  eo.max_num_batched_tokens = std::max(eo.max_num_batched_tokens, max_b * (1 + max_k));
+  eo.num_kv_blocks = per_seq * max_b;
+  auto ex = gpu::make_cuda_executor_dummy(c, eo);
+  std::printf("verification steps, batch-invariant executor (max_drafts %d)\n%-8s %-8s %-8s %-12s %-8s\n", max_k, "batch",
+              "drafts", "rows", "step ms", "r");
+  for (int32_t b : o.draft_batches) {
+    fill_contexts(*ex, b, o.context, per_seq, eo.max_num_batched_tokens, c.vocab_size);
+    const double t0 = verify_ms(*ex, b, o.context, 0, per_seq, o.steps, c.vocab_size);
+    std::printf("%-8d %-8d %-8d %-12.3f %-8s\n", b, 0, b, t0, "-");
+    out["verification"].push_back({{"batch", b}, {"drafts", 0}, {"step_ms", t0}});
+    for (int32_t k : o.drafts) {
+      const double tk = verify_ms(*ex, b, o.context, k, per_seq, o.steps, c.vocab_size), r = (tk - t0) / (k * t0);
+      std::printf("%-8d %-8d %-8d %-12.3f %-8.3f\n", b, k, b * (1 + k), tk, r);
+      out["verification"].push_back({{"batch", b}, {"drafts", k}, {"step_ms", tk}, {"r", r}});
+    }
+  }
+}
 
 
 
@@ -150,16 +203,7 @@ int run_gpu_bench(const gpu_bench_opts& o) {
   std::printf("%-8s %-10s %-12s %-14s %-12s %-14s %-10s\n", "batch", "context", "step ms", "pipelined ms", "floor ms",
               "floor/step", "tokens/s");
   for (int32_t b : o.batches) {
-    // Fill each sequence's context with prefill steps that fit the token budget.
-    const int32_t seqs_per_fill = std::max(1, eo.max_num_batched_tokens / o.context);
-    for (int32_t s0 = 0; s0 < b; s0 += seqs_per_fill) {
-      step_plan p = make_bench_plan(std::min(seqs_per_fill, b - s0), 0, o.context, per_seq, c.vocab_size);
-      for (auto& q : p.seqs) {
-        q.id += static_cast<seq_id>(s0);
-        for (auto& blk : q.block_table) blk += s0 * per_seq;
-      }
-      ex->step(p);
-    }
+    fill_contexts(*ex, b, o.context, per_seq, eo.max_num_batched_tokens, c.vocab_size);
     for (int32_t w = 0; w < 3; ++w) ex->step(make_bench_plan(b, o.context + w, 1, per_seq, c.vocab_size));  // graph capture
     double total_ms = 0;
     for (int32_t i = 0; i < o.steps; ++i) total_ms += time_step_ms(*ex, make_bench_plan(b, o.context + 3 + i, 1, per_seq, c.vocab_size));
@@ -206,6 +250,10 @@ int run_gpu_bench(const gpu_bench_opts& o) {
                                           {"output_tokens_per_s", w.output_tokens / w.seconds}};
     }
   }
+  if (!o.no_verify && !o.draft_batches.empty() && !o.drafts.empty()) {
+    ex.reset();  // its memory, before the batch-invariant executor takes its own
+    bench_verification(c, o, eo, out);
+  }
   if (!o.json_path.empty() && !write_output("gpu-bench", error_sink::plain, "--json", o.json_path, out.dump(2) + "\n"))
     return 2;
   return 0;
@@ -221,6 +269,13 @@ void register_gpu_bench(CLI::App& app, int& exit_code) {
           std::cerr << "conveyor gpu-bench: --batches must be non-empty; --context, --steps, --prompt-len >= 1\n";
           return 2;
         }
+        const auto bad = [](const std::vector<int32_t>& v, int32_t lo, int32_t hi) {
+          return std::any_of(v.begin(), v.end(), [&](int32_t x) { return x < lo || x > hi; });
+        };
+        if (bad(opts.draft_batches, 1, 256) || bad(opts.drafts, 1, 16)) {
+          std::cerr << "conveyor gpu-bench: --draft-batches must be in 1..256 and --drafts in 1..16 (or --no-verify)\n";
+          return 2;
+        }
         return run_failing_with("gpu-bench", 1, [&] { return run_gpu_bench(opts); });
       });
   cmd->add_option("--batches", o->batches, "Decode batch sizes")->capture_default_str();
@@ -232,6 +287,9 @@ void register_gpu_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--anyscale-prompts", o->anyscale_prompts, "Requests of the Anyscale workload run (0: skip it)")->capture_default_str();
   cmd->add_option("--anyscale-cap", o->anyscale_cap, "Longest output of the Anyscale workload")->capture_default_str();
   cmd->add_option("--workload-json", o->workload_json, "Write the Anyscale workload's prompts and output lengths here");
+  cmd->add_option("--draft-batches", o->draft_batches, "Batch sizes of the verification steps")->capture_default_str();
+  cmd->add_option("--drafts", o->drafts, "Drafted tokens per sequence in the verification steps")->capture_default_str();
+  cmd->add_flag("--no-verify", o->no_verify, "Skip the verification steps (speculative decoding)");
   cmd->add_option("--json", o->json_path, "Write the results as JSON here");
 }
 
