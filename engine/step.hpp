@@ -60,7 +60,8 @@ struct scheduled_seq {
   /// each row with its own position's coin, as if every draft before it were accepted; with a
   /// constraint, each row's mask is the grammar's after the drafts before it (the executor
   /// accepts them, fills the masks, then rolls them back; the engine proposes only drafts the
-  /// grammar takes). Never with penalties (their edits need the real token counts).
+  /// grammar takes); with penalties, each row's edits count the drafts before it as output
+  /// (engine/draft_rows.hpp has both rules).
   int32_t num_drafts = 0;
   /// The sequence's prompt length (a resumed job's earlier output included): the rows at
   /// positions before it are prompt rows, the others generated ones. A batch-invariant executor
