@@ -130,6 +130,54 @@ BOOST_AUTO_TEST_CASE(sections_stay_aligned_at_odd_and_prime_capacities) {
       if (seqs <= tokens) BOOST_TEST_CONTEXT("tokens " << tokens << " seqs " << seqs) { check_capacity(tokens, seqs); }
 }
 
+// The batch-invariant layout (decode rows first): a prompt chunk, a drafted sequence (newest token
+// and 2 drafts), a recompute (3 prompt rows, then 2 output rows) and a decode, in that plan order.
+// Decode rows come first in plan order, each its own tile; then the prompt rows in tiles; samples
+// stay in plan order, a drafted sequence's three rows with positions end - 2, end - 1, end; row_of()
+// maps every plan row to its step row.
+BOOST_AUTO_TEST_CASE(decode_rows_first_layout) {
+  step_plan plan;
+  const auto add = [&](seq_id id, std::vector<token_id> t, int32_t computed, int32_t prompt_len, bool sample, int32_t drafts) {
+    scheduled_seq q;
+    q.id = id;
+    q.tokens = std::move(t);
+    q.num_computed_tokens = computed;
+    q.num_prompt_tokens = prompt_len;
+    q.sample = sample;
+    q.num_drafts = drafts;
+    for (int32_t b = 0; b < 4; ++b) q.block_table.push_back(4 * static_cast<int32_t>(id) + b);
+    plan.seqs.push_back(q);
+  };
+  add(0, {10, 11, 12, 13, 14, 15}, 0, 9, false, 0);  // prompt rows 0..5 of 9
+  add(1, {20, 21, 22}, 7, 5, true, 2);               // decode: positions 7, 8, 9
+  add(2, {30, 31, 32, 33, 34}, 0, 3, true, 0);       // recompute: prompt 0..2, output 3..4
+  add(3, {40}, 4, 4, true, 0);                       // decode at position 4
+  step_meta_buffer meta(step_caps{16, 4, 16, 8}, /*decode_rows_first=*/true);
+  const step_shape sh = meta.fill(plan, 0, 4, 1, 4, 16);
+  meta.upload(sh, nullptr);
+  const step_meta& m = meta.device();
+  BOOST_TEST(sh.tokens == 15);
+  BOOST_TEST(sh.decode_rows == 6);
+  BOOST_TEST(sh.samples == 5);
+  const auto tok = read_section(m.tokens, 15), pos = read_section(m.positions, 15);
+  const std::vector<int32_t> want_tok{20, 21, 22, 33, 34, 40, 10, 11, 12, 13, 14, 15, 30, 31, 32};
+  const std::vector<int32_t> want_pos{7, 8, 9, 3, 4, 4, 0, 1, 2, 3, 4, 5, 0, 1, 2};
+  BOOST_TEST(tok == want_tok, boost::test_tools::per_element());
+  BOOST_TEST(pos == want_pos, boost::test_tools::per_element());
+  const auto tfirst = read_section(m.tile_first, size_t(sh.tiles)), tcount = read_section(m.tile_count, size_t(sh.tiles));
+  BOOST_REQUIRE(sh.tiles == 6 + 2 + 1);  // six one-row decode tiles; the prompt chunk 4 + 2; the recompute's 3
+  for (int32_t k = 0; k < 6; ++k) BOOST_TEST((tfirst[size_t(k)] == k && tcount[size_t(k)] == 1));
+  BOOST_TEST((tfirst[6] == 6 && tcount[6] == 4 && tfirst[7] == 10 && tcount[7] == 2 && tfirst[8] == 12 && tcount[8] == 3));
+  const auto rows = read_section(m.sample_rows, 5);
+  const auto params = read_section(m.sampling, 5);
+  const std::vector<int32_t> want_rows{0, 1, 2, 4, 5};  // seq 1's three rows, seq 2's last, seq 3's
+  const std::vector<int64_t> want_positions{8, 9, 10, 5, 5};
+  BOOST_TEST(rows == want_rows, boost::test_tools::per_element());
+  for (size_t k = 0; k < 5; ++k) BOOST_TEST(params[k].position == want_positions[k], "sample " << k);
+  const std::vector<int32_t> want_map{6, 7, 8, 9, 10, 11, 0, 1, 2, 12, 13, 14, 3, 4, 5};
+  for (int32_t r = 0; r < 15; ++r) BOOST_TEST(meta.row_of(r) == want_map[size_t(r)], "plan row " << r);
+}
+
 // max_num_batched_tokens 13 and max_num_seqs 5: two chunked prompts and a third joining later.
 BOOST_AUTO_TEST_CASE(executor_at_a_prime_token_capacity) {
   const std::string path = model::testing::temp_path("prime_caps.gguf");
