@@ -57,15 +57,30 @@ int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t m
   out.clear();
   const auto len = static_cast<int64_t>(tokens.size());
   if (k <= 0) return 0;
+  thread_local std::vector<int64_t> alive;  // where each matching occurrence's continuation is, latest first
   for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
     const token_id* suffix = tokens.data() + (len - n);
-    // Latest occurrence first; it must be followed by at least one token.
-    for (int64_t i = len - n - 1; i >= 0; --i) {
-      if (!std::equal(suffix, suffix + n, tokens.data() + i)) continue;
-      const int64_t from = i + n, to = std::min(len, from + k);
-      out.assign(tokens.begin() + from, tokens.begin() + to);
-      return static_cast<int32_t>(out.size());
+    alive.clear();
+    // Every earlier occurrence that is followed by at least one token.
+    for (int64_t i = len - n - 1; i >= 0; --i)
+      if (std::equal(suffix, suffix + n, tokens.data() + i)) alive.push_back(i + n);
+    if (alive.empty()) continue;
+    const int64_t limit = std::min<int64_t>(k, ngram_draft_per_match_token * n);
+    for (int64_t step = 0; step < limit; ++step) {
+      // The occurrences still agreeing that reach this far vote; the latest one proposes.
+      int64_t voters = 0, agree = 0;
+      token_id proposed = 0;
+      for (int64_t from : alive) {
+        if (from + step >= len) continue;
+        const token_id t = tokens[static_cast<size_t>(from + step)];
+        if (voters++ == 0) proposed = t;
+        if (t == proposed) ++agree;
+      }
+      if (voters == 0 || agree * ngram_vote_den < voters * ngram_vote_num) break;
+      out.push_back(proposed);
+      std::erase_if(alive, [&](int64_t from) { return from + step >= len || tokens[static_cast<size_t>(from + step)] != proposed; });
     }
+    return static_cast<int32_t>(out.size());
   }
   return 0;
 }

@@ -207,13 +207,15 @@ BOOST_AUTO_TEST_SUITE(speculation)
 
 BOOST_AUTO_TEST_CASE(prompt_lookup_proposes_what_followed_the_newest_ngram) {
   std::vector<token_id> out;
-  // "5 6" occurs at 1 and at 5; the latest earlier occurrence (5) is followed by 9 1.
-  const std::vector<token_id> t{4, 5, 6, 7, 8, 5, 6, 9, 1, 5, 6};
+  // "5 6" occurs once earlier (at 1), followed by 7 8 9; a match of 2 proposes at most 4.
+  const std::vector<token_id> t{4, 5, 6, 7, 8, 9, 1, 2, 5, 6};
   BOOST_TEST(propose_ngram(t, 2, 2, 3, out) == 3);
-  BOOST_TEST(out == (std::vector<token_id>{9, 1, 5}));
-  // Longest n first: "1 5 6" occurs nowhere earlier, "5 6" does.
+  BOOST_TEST(out == (std::vector<token_id>{7, 8, 9}));
+  BOOST_TEST(propose_ngram(t, 2, 2, 8, out) == 4);
+  BOOST_TEST(out == (std::vector<token_id>{7, 8, 9, 1}));
+  // Longest n first: "2 5 6" occurs nowhere earlier, "5 6" does.
   BOOST_TEST(propose_ngram(t, 2, 3, 2, out) == 2);
-  BOOST_TEST(out == (std::vector<token_id>{9, 1}));
+  BOOST_TEST(out == (std::vector<token_id>{7, 8}));
   // Capped by the end of the sequence.
   const std::vector<token_id> u{1, 2, 3, 1, 2};
   BOOST_TEST(propose_ngram(u, 2, 2, 8, out) == 3);
@@ -222,13 +224,33 @@ BOOST_AUTO_TEST_CASE(prompt_lookup_proposes_what_followed_the_newest_ngram) {
   const std::vector<token_id> v{1, 2, 3, 4, 3, 9, 2, 3};
   BOOST_TEST(propose_ngram(v, 1, 2, 1, out) == 1);
   BOOST_TEST(out == (std::vector<token_id>{4}));
-  BOOST_TEST(propose_ngram(v, 1, 1, 1, out) == 1);
-  BOOST_TEST(out == (std::vector<token_id>{9}));
   // Nothing: no earlier occurrence, too short, or k 0.
   BOOST_TEST(propose_ngram(std::vector<token_id>{1, 2, 3, 4}, 1, 3, 4, out) == 0);
   BOOST_TEST(out.empty());
   BOOST_TEST(propose_ngram(std::vector<token_id>{7}, 1, 3, 4, out) == 0);
   BOOST_TEST(propose_ngram(t, 2, 2, 0, out) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(prompt_lookup_drafts_while_the_occurrences_agree) {
+  std::vector<token_id> out;
+  // "3" occurs at 0, 3 and 6 (latest first: 6, 3, 0), followed by 7 8 | 7 8 | 7 9. All three
+  // say 7; of those, two of three say 8 then (2/3 >= 3/5); a match of one token drafts <= 2.
+  const std::vector<token_id> t{3, 7, 9, 3, 7, 8, 3, 7, 8, 3};
+  BOOST_TEST(propose_ngram(t, 1, 1, 8, out) == 2);
+  BOOST_TEST(out == (std::vector<token_id>{7, 8}));
+  // Two occurrences that disagree at once (1/2 < 3/5): nothing, and no shorter n is tried.
+  const std::vector<token_id> u{4, 5, 6, 7, 8, 5, 6, 9, 1, 5, 6};
+  BOOST_TEST(propose_ngram(u, 1, 2, 3, out) == 0);
+  BOOST_TEST(out.empty());
+  // They agree on 1 2, then split: the vote stops there (the latest one's 5 is not proposed).
+  const std::vector<token_id> w{8, 9, 1, 2, 4, 0, 8, 9, 1, 2, 5, 0, 8, 9};
+  BOOST_TEST(propose_ngram(w, 2, 2, 8, out) == 2);
+  BOOST_TEST(out == (std::vector<token_id>{1, 2}));
+  // An occurrence that runs out stops voting: "2" occurs at 1 and at 0, both followed by 2; at
+  // the second token only the older one reaches that far, and it proposes alone.
+  const std::vector<token_id> x{2, 2, 2};
+  BOOST_TEST(propose_ngram(x, 1, 1, 8, out) == 2);
+  BOOST_TEST(out == (std::vector<token_id>{2, 2}));
 }
 
 BOOST_AUTO_TEST_CASE(a_grammar_cuts_the_proposal_and_is_left_as_it_was) {
