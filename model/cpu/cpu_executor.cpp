@@ -68,7 +68,7 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   // a drafted row's logits are those of the step that would have computed it alone.
   info_.verifies_drafts = true;
   info_.step_fixed_cost_tokens = default_fixed_cost_tokens;
-  kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
+  kv_ = std::make_unique<paged_kv>(cfg_.n_layer, info_.num_kv_blocks, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage, mm_.isa());
   kv_sizing_ = std::to_string(blocks) + " blocks x " + std::to_string(o.block_size) + " tokens = " +
                std::to_string(blocks * o.block_size) + " tokens, " + mib(blocks * per_block) + " reserved, " +
                mib(kv_->resident_bytes()) + " in memory (pages are committed as sequences write them; " +
@@ -253,13 +253,12 @@ void cpu_executor::attention_block(int32_t l) {
   });
 
   // Every token's keys are in the cache now, so attention of token t over 0..pos[t] is causal.
-  const int32_t max_pos = *std::max_element(pos_.begin(), pos_.end());
   const int32_t group = cfg_.n_head / cfg_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.resize(static_cast<size_t>(T) * nq);
   // A work item is a run of up to `run` consecutive rows of one sequence (a prompt chunk, a
-  // decode with drafts) and the query heads of one kv head: every K and V row it reads is widened
-  // once for all of them. With few rows, one row and one query head each, so that every thread
+  // decode with drafts) and the query heads of one kv head: every chunk of keys and V row it
+  // reads is read once for all of them. With few rows, one row and one query head each, so that every thread
   // has work. A row's result does not depend on the grouping.
   const int64_t threads = pool_.size();
   int32_t heads = group, run = 1;
@@ -271,14 +270,11 @@ void cpu_executor::attention_block(int32_t l) {
     else runs_.emplace_back(t, 1);
   }
   const int32_t items = cfg_.n_head / heads;
-  const size_t per_thread = static_cast<size_t>(heads) * run * (max_pos + 1);
-  scores_.resize(static_cast<size_t>(pool_.size()) * per_thread);
-  pool_.parallel_for(static_cast<int64_t>(runs_.size()) * items, [&](int64_t ri, int32_t thread) {
+  pool_.parallel_for(static_cast<int64_t>(runs_.size()) * items, [&](int64_t ri, int32_t) {
     const auto [t, n] = runs_[static_cast<size_t>(ri / items)];
     const int32_t h = static_cast<int32_t>(ri % items) * heads;
-    float* sc = &scores_[static_cast<size_t>(thread) * per_thread];
     kv_->attend(l, table_[t], pos_[t], n, h / group, heads, &qkv_[static_cast<size_t>(t) * width + h * hd], width, scale,
-                &attn_[static_cast<size_t>(t) * nq + h * hd], nq, sc, match_llama_cpp_);
+                &attn_[static_cast<size_t>(t) * nq + h * hd], nq, match_llama_cpp_);
   });
   project(attn_.data(), L.wo, x_.data(), T, true);  // x += attn · Wo^T
 }

@@ -99,7 +99,7 @@ private:
   std::vector<int32_t> pos_;
   std::vector<const block_id*> table_;  // per token: its sequence's block table
   std::vector<float> rope_cos_, rope_sin_;  // (T, n_rot/2)
-  std::vector<float> x_, h_, qkv_, attn_, gu_, act_, scores_, logits_;
+  std::vector<float> x_, h_, qkv_, attn_, gu_, act_, logits_;
   std::vector<float> score_logits_;  // prompt rows' logits, kScoreRows at a time
   std::vector<sampler_scratch> scratch_;  // one per pool thread
   std::vector<const scheduled_seq*> row_seqs_;    // the sequence of each sampled row

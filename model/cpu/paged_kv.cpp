@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "model/cpu/attn_scores.hpp"
 #include "model/cpu/simd_exp.hpp"
 #include "model/formats/dequant.hpp"
 
@@ -25,40 +26,6 @@ inline __m256 load8(const uint16_t* p) {
 }
 inline float load1(const float* p) { return *p; }
 inline float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
-
-// Dots of q with four K rows, scaled. Each row: two 8-lane FMA partial sums over 16-float steps
-// (one more 8-float step if left), summed, reduced across lanes by the same hadd tree, then the
-// scalar tail. The result of a row depends only on q and that row.
-template <class T>
-void dot4(const float* q, const T* const k[4], int32_t n, float scale, float* s) {
-  __m256 a[4], b[4];
-  for (int r = 0; r < 4; ++r) a[r] = b[r] = _mm256_setzero_ps();
-  int32_t d = 0;
-  for (; d + 16 <= n; d += 16) {
-    const __m256 qa = _mm256_loadu_ps(q + d), qb = _mm256_loadu_ps(q + d + 8);
-    for (int r = 0; r < 4; ++r) {
-      a[r] = _mm256_fmadd_ps(qa, load8(k[r] + d), a[r]);
-      b[r] = _mm256_fmadd_ps(qb, load8(k[r] + d + 8), b[r]);
-    }
-  }
-  if (d + 8 <= n) {
-    const __m256 qa = _mm256_loadu_ps(q + d);
-    for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(qa, load8(k[r] + d), a[r]);
-    d += 8;
-  }
-  for (int r = 0; r < 4; ++r) a[r] = _mm256_add_ps(a[r], b[r]);
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  if (d == n) {
-    _mm_storeu_ps(s, _mm_mul_ps(sum, _mm_set1_ps(scale)));
-    return;
-  }
-  _mm_storeu_ps(s, sum);
-  for (int r = 0; r < 4; ++r) {
-    for (int32_t e = d; e < n; ++e) s[r] = std::fma(q[e], load1(k[r] + e), s[r]);
-    s[r] *= scale;
-  }
-}
 
 // s[j] = softmax(s)[j], rounded through fp16 if asked. The sum is in double.
 void softmax(float* s, int32_t n, bool fp16_out) {
@@ -142,14 +109,16 @@ const float* widen_rows(const T* src, int64_t row, int32_t len, int32_t hd, floa
 }
 
 // paged_kv::attend for n_rows * n_q <= one call's queries over one layer's K and V (k, v: its
-// block 0, slot 0; block b starts per_block values further on). Query (r, i): row r (position
-// pos0 + r, causal over 0..pos0 + r) and head i. With several queries, each block's f16 rows are
-// widened once for all of them; a query's operations, in order, are those of the query alone.
+// block 0; block b starts per_block values further on). Query (r, i): row r (position pos0 + r,
+// causal over 0..pos0 + r) and head i. Scores: keys in lanes (attn_scores.hpp) over every block
+// up to the last row's position, each chunk of keys read once for every query; then each query's
+// softmax over its own positions, and P · V block by block (each f16 V row widened once for all
+// queries when there are several). A query's operations, in order, are those of the query alone.
 template <class T>
-void attend_rows(const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs, const block_id* table,
-                 int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q, const float* q, int64_t q_stride,
-                 float scale, float* out, int64_t out_stride, float* scores, bool fp16_inputs) {
-  const int32_t n_max = pos0 + n_rows;
+void attend_rows(cpu_isa isa, const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs,
+                 const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q, const float* q,
+                 int64_t q_stride, float scale, float* out, int64_t out_stride, bool fp16_inputs) {
+  const int32_t n_max = pos0 + n_rows, nq = n_rows * n_q;
   float qr[max_q_floats];  // the queries, contiguous (rounded to fp16 when asked: F16C, nearest even)
   for (int32_t r = 0; r < n_rows; ++r) {
     const float* src = q + r * q_stride;
@@ -159,67 +128,59 @@ void attend_rows(const T* k, const T* v, int64_t per_block, int64_t row, int32_t
       _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     for (; d < n_q * hd; ++d) dst[d] = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(src[d])) : src[d];
   }
-  const bool widen = !std::is_same_v<T, float> && n_rows * n_q > 1;
+  // Each query's scores, a row of n_max values and room for the last chunk's lanes past them.
+  const int32_t lanes = score_lanes(isa, bs);
+  const int64_t stride = n_max + lanes;
+  thread_local std::vector<float> scores;
+  thread_local std::vector<const T*> chunks;
+  thread_local std::vector<int32_t> starts;
+  if (scores.size() < static_cast<size_t>(nq * stride)) scores.resize(static_cast<size_t>(nq * stride));
+  chunks.clear();
+  starts.clear();
+  const int64_t kt_off = int64_t{kv_head} * hd * bs;  // K^T of this kv head in a block: hd rows of bs slots
+  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
+    const T* b = k + table[j0 / bs] * per_block + kt_off;
+    for (int32_t x = 0; x < std::min(bs, n_max - j0); x += lanes) {
+      chunks.push_back(b + x);
+      starts.push_back(j0 + x);
+    }
+  }
+  score_chunks(isa, lanes, chunks.data(), starts.data(), static_cast<int32_t>(chunks.size()), bs, hd, qr, nq, scale,
+               scores.data(), stride);
+  const auto query = [&](int32_t r, int32_t i) { return int64_t{r} * n_q + i; };
+  for (int32_t r = 0; r < n_rows; ++r)
+    for (int32_t i = 0; i < n_q; ++i) softmax(scores.data() + query(r, i) * stride, pos0 + r + 1, fp16_inputs);
+  // out = P · V, block by block (a block's rows are contiguous): its V rows stay in L1 for every query.
+  const bool widen = !std::is_same_v<T, float> && nq > 1;
   thread_local std::vector<float> buf;
   if (widen && buf.size() < static_cast<size_t>(bs) * hd) buf.resize(static_cast<size_t>(bs) * hd);
-  const int64_t kv_off = int64_t{kv_head} * hd;
-  const auto query = [&](int32_t r, int32_t i) { return int64_t{r} * n_q + i; };
-  // Scores of every query against one block's rows (f16 or widened f32, `stride` apart).
-  const auto score_block = [&](const auto* kb, int64_t stride, int32_t j0) {
-    using R = std::remove_cv_t<std::remove_pointer_t<decltype(kb)>>;
-    for (int32_t r = 0; r < n_rows; ++r) {
-      const int32_t len = std::min(bs, pos0 + r + 1 - j0);
-      for (int32_t i = 0; len > 0 && i < n_q; ++i) {
-        const float* qi = qr + query(r, i) * hd;
-        float* s = scores + query(r, i) * n_max + j0;
-        for (int32_t x = 0; x < len; x += 4) {
-          const R* rows[4];
-          for (int32_t u = 0; u < 4; ++u) rows[u] = kb + std::min(x + u, len - 1) * stride;  // pad: repeat the last row
-          if (x + 4 <= len) {
-            dot4(qi, rows, hd, scale, s + x);
-          } else {
-            float s4[4];
-            dot4(qi, rows, hd, scale, s4);
-            std::copy_n(s4, len - x, s + x);
-          }
-        }
-      }
-    }
-  };
-  const auto pv_block = [&](const auto* vb, int64_t stride, int32_t j0) {
-    for (int32_t r = 0; r < n_rows; ++r) {
-      const int32_t len = std::min(bs, pos0 + r + 1 - j0);
-      for (int32_t i = 0; len > 0 && i < n_q; ++i)
-        accumulate_pv(scores + query(r, i) * n_max + j0, vb, stride, len, out + r * out_stride + int64_t{i} * hd, hd);
-    }
-  };
-  // Every block of `cache` (K or V) in order, to `use` as it is or widened.
-  const auto each_block = [&](const T* cache, const auto& use) {
-    for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
-      const T* b = cache + table[j0 / bs] * per_block + kv_off;
-      if (widen) {
-        int64_t stride = 0;
-        const float* wide = widen_rows(b, row, std::min(bs, n_max - j0), hd, buf.data(), stride);
-        use(wide, stride, j0);
-      } else {
-        use(b, row, j0);
-      }
-    }
-  };
-  // Scores, block by block (a block's rows are contiguous): its K rows stay in L1 for every query.
-  each_block(k, score_block);
-  for (int32_t r = 0; r < n_rows; ++r)
-    for (int32_t i = 0; i < n_q; ++i) softmax(scores + query(r, i) * n_max, pos0 + r + 1, fp16_inputs);
-  // out = P · V, block by block, likewise.
   for (int32_t r = 0; r < n_rows; ++r) std::fill_n(out + r * out_stride, n_q * hd, 0.0f);
-  each_block(v, pv_block);
+  const int64_t v_off = int64_t{kv_head} * hd;
+  for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
+    const T* b = v + table[j0 / bs] * per_block + v_off;
+    const auto pv_block = [&](const auto* vb, int64_t vstride) {
+      for (int32_t r = 0; r < n_rows; ++r) {
+        const int32_t len = std::min(bs, pos0 + r + 1 - j0);
+        for (int32_t i = 0; len > 0 && i < n_q; ++i)
+          accumulate_pv(scores.data() + query(r, i) * stride + j0, vb, vstride, len, out + r * out_stride + int64_t{i} * hd,
+                        hd);
+      }
+    };
+    if (widen) {
+      int64_t vstride = 0;
+      const float* wide = widen_rows(b, row, std::min(bs, n_max - j0), hd, buf.data(), vstride);
+      pv_block(wide, vstride);
+    } else {
+      pv_block(b, row);
+    }
+  }
 }
 
 } // namespace
 
 paged_kv::paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim,
-                   kv_storage s)
-    : storage_(s), num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
+                   kv_storage s, cpu_isa isa)
+    : storage_(s), isa_(isa), num_blocks_(num_blocks), block_size_(block_size), n_head_kv_(n_head_kv), head_dim_(head_dim),
       row_(int64_t{n_head_kv} * head_dim) {
   if (head_dim < 1 || head_dim > max_q_floats)
     throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is outside [1, " + std::to_string(max_q_floats) + "]");
@@ -242,63 +203,68 @@ int64_t paged_kv::block_bytes(int32_t n_layer, int32_t block_size, int32_t n_hea
   return 2 * int64_t{n_layer} * block_size * n_head_kv * head_dim * value_bytes;
 }
 
+// K goes in transposed (value d of kv head h at slot `slot` of the block's h-th hd x bs matrix),
+// V as a row.
 void paged_kv::store(int32_t layer, block_id b, int32_t slot, const float* k, const float* v) {
-  const int64_t o = offset(layer, b, slot);
+  const int64_t o = offset(layer, b), bs = block_size_;
   if (storage_ == kv_storage::f32) {
-    std::copy_n(k, row_, k32_.data() + o);
-    std::copy_n(v, row_, v32_.data() + o);
+    for (int64_t e = 0; e < row_; ++e) k32_.data()[o + e * bs + slot] = k[e];
+    std::copy_n(v, row_, v32_.data() + o + slot * row_);
     return;
   }
-  for (const auto& [src, dst] : {std::pair{k, k16_.data() + o}, std::pair{v, v16_.data() + o}}) {
-    int64_t e = 0;
-    for (; e + 8 <= row_; e += 8)  // F16C rounds to nearest even, as fp32_to_fp16 does
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + e),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(src + e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    for (; e < row_; ++e) dst[e] = fp32_to_fp16(src[e]);
+  uint16_t* kt = k16_.data() + o + slot;
+  uint16_t* vr = v16_.data() + o + slot * row_;
+  int64_t e = 0;
+  for (; e + 8 <= row_; e += 8) {  // F16C rounds to nearest even, as fp32_to_fp16 does
+    constexpr int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    alignas(16) uint16_t h[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(h), _mm256_cvtps_ph(_mm256_loadu_ps(k + e), round));
+    for (int64_t x = 0; x < 8; ++x) kt[(e + x) * bs] = h[x];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(vr + e), _mm256_cvtps_ph(_mm256_loadu_ps(v + e), round));
+  }
+  for (; e < row_; ++e) {
+    kt[e * bs] = fp32_to_fp16(k[e]);
+    vr[e] = fp32_to_fp16(v[e]);
   }
 }
 
 void paged_kv::load(int32_t layer, block_id b, int32_t slot, float* k, float* v) const {
-  const int64_t o = offset(layer, b, slot);
-  if (storage_ == kv_storage::f32) {
-    std::copy_n(k32_.data() + o, row_, k);
-    std::copy_n(v32_.data() + o, row_, v);
-    return;
-  }
+  const int64_t o = offset(layer, b), bs = block_size_;
   for (int64_t e = 0; e < row_; ++e) {
-    k[e] = fp16_to_fp32(k16_[static_cast<size_t>(o + e)]);
-    v[e] = fp16_to_fp32(v16_[static_cast<size_t>(o + e)]);
+    const auto ki = static_cast<size_t>(o + e * bs + slot), vi = static_cast<size_t>(o + slot * row_ + e);
+    k[e] = storage_ == kv_storage::f32 ? k32_[ki] : fp16_to_fp32(k16_[ki]);
+    v[e] = storage_ == kv_storage::f32 ? v32_[vi] : fp16_to_fp32(v16_[vi]);
   }
 }
 
 void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
-                      float scale, float* out, float* scores, bool fp16_inputs) const {
-  attend(layer, table, pos, 1, kv_head, n_q, q, 0, scale, out, 0, scores, fp16_inputs);
+                      float scale, float* out, bool fp16_inputs) const {
+  attend(layer, table, pos, 1, kv_head, n_q, q, 0, scale, out, 0, fp16_inputs);
 }
 
 void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
-                      const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, float* scores,
+                      const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride,
                       bool fp16_inputs) const {
   const int32_t hd = head_dim_;
   const int32_t chunk = std::min(max_queries, max_q_floats / hd);  // queries one call takes
   if (n_q > chunk) {  // a head's result depends neither on n_q nor on n_rows, so split
     for (int32_t i = 0; i < n_q; i += chunk)
       attend(layer, table, pos0, n_rows, kv_head, std::min(chunk, n_q - i), q + int64_t{i} * hd, q_stride, scale,
-             out + int64_t{i} * hd, out_stride, scores, fp16_inputs);
+             out + int64_t{i} * hd, out_stride, fp16_inputs);
     return;
   }
   const int32_t rows = std::max(1, chunk / n_q);
-  const int64_t base = offset(layer, 0, 0), per_block = int64_t{block_size_} * row_;
+  const int64_t base = offset(layer, 0), per_block = int64_t{block_size_} * row_;
   for (int32_t r = 0; r < n_rows; r += rows) {
     const int32_t n = std::min(rows, n_rows - r);
     const float* qr = q + r * q_stride;
     float* o = out + r * out_stride;
     if (storage_ == kv_storage::f16)
-      attend_rows(k16_.data() + base, v16_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n, kv_head,
-                  n_q, qr, q_stride, scale, o, out_stride, scores, fp16_inputs);
+      attend_rows(isa_, k16_.data() + base, v16_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n,
+                  kv_head, n_q, qr, q_stride, scale, o, out_stride, fp16_inputs);
     else
-      attend_rows(k32_.data() + base, v32_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n, kv_head,
-                  n_q, qr, q_stride, scale, o, out_stride, scores, fp16_inputs);
+      attend_rows(isa_, k32_.data() + base, v32_.data() + base, per_block, row_, hd, block_size_, table, pos0 + r, n,
+                  kv_head, n_q, qr, q_stride, scale, o, out_stride, fp16_inputs);
   }
 }
 

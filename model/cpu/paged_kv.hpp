@@ -1,9 +1,12 @@
 // The CPU KV cache: a pool of fixed-size blocks shared by all sequences, addressed through
 // each sequence's block table, and attention of a KV head's query heads over it.
 //
-//   k, v: (n_layer, num_blocks, block_size, n_head_kv, head_dim), either IEEE half (kv_storage::f16,
-//         llama.cpp's F16 KV cache, half the memory) or f32 (kv_storage::f32, values as stored: the
-//         exact mode that the double-precision tests compare against)
+//   k: (n_layer, num_blocks, n_head_kv, head_dim, block_size): each block's keys transposed, so
+//      that a vector holds one dimension of consecutive keys (attn_scores.hpp: keys in lanes)
+//   v: (n_layer, num_blocks, block_size, n_head_kv, head_dim)
+//   both either IEEE half (kv_storage::f16, llama.cpp's F16 KV cache, half the memory) or f32
+//   (kv_storage::f32, values as stored: the exact mode that the double-precision tests compare
+//   against)
 //   position p of a sequence -> block table[p / block_size], slot p % block_size
 #pragma once
 
@@ -12,6 +15,7 @@
 
 #include "engine/types.hpp"
 #include "model/cpu/lazy_array.hpp"
+#include "model/cpu/qmm.hpp"
 
 namespace conveyor::model {
 
@@ -19,8 +23,9 @@ enum class kv_storage { f16, f32 };
 
 class paged_kv {
 public:
+  /// `isa`: the score kernels' (attn_scores.hpp); every ISA gives the same bits.
   paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim,
-           kv_storage s = kv_storage::f16);
+           kv_storage s = kv_storage::f16, cpu_isa isa = cpu_best_isa());
 
   /// Bytes one block takes across all layers (K and V): 2 per value for f16, 4 for f32.
   static int64_t block_bytes(int32_t n_layer, int32_t block_size, int32_t n_head_kv, int32_t head_dim, kv_storage s);
@@ -40,27 +45,27 @@ public:
 
   /// Causal attention of `n_q` query heads that share kv head `kv_head` (GQA) at position `pos`
   /// over positions 0..pos of the sequence with `table`; each K and V row is read once for all
-  /// of them. q and out: n_q * head_dim floats, head i at i * head_dim. `scores` must hold
-  /// n_q * (pos+1) floats. fp16_inputs: round the query and the probabilities to fp16 before
-  /// their products (llama.cpp's F16 KV matmuls). A head's result does not depend on n_q. f16
-  /// rows are widened (F16C) as they are read: the result is bit for bit that of an f32 storage
-  /// holding the same values.
+  /// of them. q and out: n_q * head_dim floats, head i at i * head_dim. fp16_inputs: round the
+  /// query and the probabilities to fp16 before their products (llama.cpp's F16 KV matmuls). A
+  /// head's result does not depend on n_q. f16 values are widened (F16C) as they are read: the
+  /// result is bit for bit that of an f32 storage holding the same values. The scores live in a
+  /// buffer of the calling thread.
   void attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
-              float scale, float* out, float* scores, bool fp16_inputs) const;
+              float scale, float* out, bool fp16_inputs) const;
   /// The same for `n_rows` consecutive positions pos0 .. pos0 + n_rows - 1 of one sequence (a
   /// prompt chunk, a decode with drafts): row r's queries at q + r * q_stride, its result at
   /// out + r * out_stride; each K and V row is read (and widened) once for every row and head.
-  /// `scores` must hold n_rows * n_q * (pos0 + n_rows) floats. Row r's result is bit for bit
-  /// that of attend() at position pos0 + r alone.
+  /// Row r's result is bit for bit that of attend() at position pos0 + r alone.
   void attend(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
-              const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, float* scores,
-              bool fp16_inputs) const;
+              const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, bool fp16_inputs) const;
 
 private:
-  int64_t offset(int32_t layer, block_id b, int32_t slot) const {
-    return ((static_cast<int64_t>(layer) * num_blocks_ + b) * block_size_ + slot) * row_;
+  /// Where block b of `layer` starts in k and in v.
+  int64_t offset(int32_t layer, block_id b) const {
+    return (static_cast<int64_t>(layer) * num_blocks_ + b) * block_size_ * row_;
   }
   kv_storage storage_;
+  cpu_isa isa_;
   int32_t num_blocks_, block_size_, n_head_kv_, head_dim_;
   int64_t row_;                     // n_head_kv * head_dim
   // f16 storage (the f32 ones stay empty), and vice versa; reserved, committed as written.

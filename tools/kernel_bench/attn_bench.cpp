@@ -51,14 +51,13 @@ cell time_cell(int ctx, int rows, int heads, int hd, int layers, kv_storage st) 
   const int q_stride = heads * hd;
   std::vector<float> q(static_cast<size_t>(rows * q_stride)), out(q.size());
   for (float& x : q) x = g(rng);
-  std::vector<float> scores(static_cast<size_t>(rows * heads * positions));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   double best = 1e30;
   const double start = now_s();
   for (int it = 0; it < 5 || now_s() - start < 0.2; ++it) {
     const double t0 = now_s();
     for (int l = 0; l < layers; ++l)
-      kv.attend(l, table.data(), ctx, rows, 1, heads, q.data(), q_stride, scale, out.data(), q_stride, scores.data(), true);
+      kv.attend(l, table.data(), ctx, rows, 1, heads, q.data(), q_stride, scale, out.data(), q_stride, true);
     best = std::min(best, (now_s() - t0) / layers);
   }
   const double macs = 2.0 * rows * heads * (ctx + (rows + 1) / 2.0) * hd;

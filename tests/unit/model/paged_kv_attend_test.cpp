@@ -1,4 +1,4 @@
-// paged_kv::attend (AVX2 dots, GQA heads sharing each K/V row, block-wise walk) against a
+// paged_kv::attend (keys in lanes, GQA heads sharing each K/V row, block-wise walk) against a
 // straightforward double reference on random data: head sizes with and without a vector tail,
 // block sizes that do and do not divide the context, a shuffled block table, the fp16-inputs
 // path, and bit-identical results for a head whether it is attended alone or in a group, and for
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -30,9 +31,10 @@ struct fixture {
   std::vector<block_id> table;
 
   // Random fp16-representable K and V everywhere, so both storages hold the same values.
-  fixture(int32_t block_size, int32_t head_dim, int32_t positions, std::mt19937& rng, kv_storage st)
+  fixture(int32_t block_size, int32_t head_dim, int32_t positions, std::mt19937& rng, kv_storage st,
+          cpu_isa isa = cpu_best_isa())
       : blocks((positions + block_size - 1) / block_size + 3), bs(block_size), hd(head_dim),
-        kv(layers, blocks, block_size, n_kv, head_dim, st), table(static_cast<size_t>(blocks)) {
+        kv(layers, blocks, block_size, n_kv, head_dim, st, isa), table(static_cast<size_t>(blocks)) {
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -96,8 +98,7 @@ BOOST_AUTO_TEST_CASE(attend_matches_scalar_reference) {
             const float scale = 3.0f / std::sqrt(static_cast<float>(hd));  // peaky enough to matter
             std::vector<float> q(static_cast<size_t>(n_q * hd)), out(q.size(), NAN);
             for (float& x : q) x = g(rng);
-            std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
-            fx.kv.attend(l, fx.table.data(), pos, kvh, n_q, q.data(), scale, out.data(), scores.data(), f16);
+            fx.kv.attend(l, fx.table.data(), pos, kvh, n_q, q.data(), scale, out.data(), f16);
             // fp16 probabilities can round the other way than the double reference's: one fp16 ulp.
             const double tol = f16 ? 2e-3 : 2e-5;
             for (int32_t i = 0; i < n_q; ++i) {
@@ -121,11 +122,10 @@ BOOST_AUTO_TEST_CASE(a_head_gives_the_same_bits_alone_or_grouped) {
         fixture fx(bs, hd, pos + 1, rng, st);
         std::vector<float> q(static_cast<size_t>(n_q * hd)), grouped(q.size()), alone(q.size());
         for (float& x : q) x = g(rng);
-        std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
-        fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), scores.data(), f16);
+        fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), f16);
         for (int32_t i = 0; i < n_q; ++i)
           fx.kv.attend(0, fx.table.data(), pos, 0, 1, &q[static_cast<size_t>(i * hd)], 0.125f,
-                       &alone[static_cast<size_t>(i * hd)], scores.data(), f16);
+                       &alone[static_cast<size_t>(i * hd)], f16);
         BOOST_TEST(grouped == alone, name(st) << " n_q " << n_q << " f16 " << f16);
       }
 }
@@ -147,13 +147,10 @@ BOOST_AUTO_TEST_CASE(rows_give_the_same_bits_together_or_alone) {
                 const int32_t q_stride = n_q * hd + 5, out_stride = n_q * hd + 3, kvh = 1;
                 std::vector<float> q(static_cast<size_t>(n_rows * q_stride)), together(static_cast<size_t>(n_rows * out_stride), NAN);
                 for (float& x : q) x = g(rng);
-                std::vector<float> scores(static_cast<size_t>(n_rows * n_q * (pos0 + n_rows)));
-                fx.kv.attend(1, fx.table.data(), pos0, n_rows, kvh, n_q, q.data(), q_stride, 0.3f, together.data(), out_stride,
-                             scores.data(), f16);
+                fx.kv.attend(1, fx.table.data(), pos0, n_rows, kvh, n_q, q.data(), q_stride, 0.3f, together.data(), out_stride, f16);
                 for (int32_t r = 0; r < n_rows; ++r) {
                   std::vector<float> alone(static_cast<size_t>(n_q * hd));
-                  fx.kv.attend(1, fx.table.data(), pos0 + r, kvh, n_q, &q[static_cast<size_t>(r * q_stride)], 0.3f, alone.data(),
-                               scores.data(), f16);
+                  fx.kv.attend(1, fx.table.data(), pos0 + r, kvh, n_q, &q[static_cast<size_t>(r * q_stride)], 0.3f, alone.data(), f16);
                   const float* t = &together[static_cast<size_t>(r * out_stride)];
                   BOOST_TEST(std::memcmp(t, alone.data(), alone.size() * sizeof(float)) == 0,
                              name(st) << " bs " << bs << " hd " << hd << " n_q " << n_q << " rows " << n_rows << " pos0 " << pos0
@@ -182,13 +179,49 @@ BOOST_AUTO_TEST_CASE(f16_storage_attends_like_f32_storage_of_the_same_values) {
             const int32_t l = (pos + n_q) % 2, kvh = n_q % 2;
             std::vector<float> q(static_cast<size_t>(n_q * hd)), out_a(q.size(), NAN), out_b(q.size(), NAN);
             for (float& x : q) x = g(rng);
-            std::vector<float> scores(static_cast<size_t>(n_q * (pos + 1)));
             const float scale = 2.0f / std::sqrt(static_cast<float>(hd));
-            a.kv.attend(l, a.table.data(), pos, kvh, n_q, q.data(), scale, out_a.data(), scores.data(), f16);
-            b.kv.attend(l, b.table.data(), pos, kvh, n_q, q.data(), scale, out_b.data(), scores.data(), f16);
+            a.kv.attend(l, a.table.data(), pos, kvh, n_q, q.data(), scale, out_a.data(), f16);
+            b.kv.attend(l, b.table.data(), pos, kvh, n_q, q.data(), scale, out_b.data(), f16);
             BOOST_TEST(std::memcmp(out_a.data(), out_b.data(), sizeof(float) * out_a.size()) == 0,
                        "hd " << hd << " bs " << bs << " pos " << pos << " n_q " << n_q << " f16 " << f16);
           }
+    }
+}
+
+// Keys in lanes (attn_scores.hpp): a key's score is one FMA chain over the head's dimensions
+// whatever the vector width, so the scalar, AVX2 (8 keys a vector) and AVX-512 (16) kernels give
+// the same bits, for block sizes that take 16, 8 or only scalar lanes, one query (8 chunks a
+// tile) to many (queries 6 at a time, chunks 4 or 2), and rows of a verification or a prompt.
+BOOST_AUTO_TEST_CASE(every_isa_gives_the_same_bits) {
+  std::vector<cpu_isa> isas{cpu_isa::scalar};
+  for (cpu_isa i : {cpu_isa::avx2, cpu_isa::avx512})
+    if (cpu_isa_available(i)) isas.push_back(i);
+  BOOST_TEST_MESSAGE("ISAs compared: " << isas.size());
+  std::mt19937 rng(31);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int32_t bs : {16, 8, 32, 12})
+    for (kv_storage st : {kv_storage::f16, kv_storage::f32}) {
+      const int32_t hd = 64, positions = 420, n_q = 3, kvh = 1;
+      std::vector<std::unique_ptr<fixture>> fx;
+      for (cpu_isa isa : isas) {
+        std::mt19937 fill_rng = rng;  // the same values and table in each
+        fx.push_back(std::make_unique<fixture>(bs, hd, positions, fill_rng, st, isa));
+      }
+      rng.discard(1);
+      for (int32_t n_rows : {1, 9, 16})
+        for (int32_t pos0 : {0, 17, 200, 400}) {
+          const int32_t heads = n_rows == 1 ? 1 : n_q, stride = heads * hd;
+          std::vector<float> q(static_cast<size_t>(n_rows * stride));
+          for (float& x : q) x = g(rng);
+          std::vector<std::vector<float>> out;
+          for (const auto& f : fx) {
+            out.emplace_back(q.size(), NAN);
+            f->kv.attend(0, f->table.data(), pos0, n_rows, kvh, heads, q.data(), stride, 0.2f, out.back().data(), stride, true);
+          }
+          for (size_t i = 1; i < out.size(); ++i)
+            BOOST_TEST(std::memcmp(out[0].data(), out[i].data(), sizeof(float) * q.size()) == 0,
+                       cpu_isa_name(isas[i]) << " vs scalar: bs " << bs << " " << name(st) << " rows " << n_rows << " pos0 " << pos0);
+        }
     }
 }
 

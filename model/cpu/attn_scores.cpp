@@ -1,0 +1,161 @@
+#include "model/cpu/attn_scores.hpp"
+
+// GCC 12's AVX-512 headers self-initialise their "undefined" vectors (`__m512 __Y = __Y;`, GCC
+// PR105593), which -Wmaybe-uninitialized reports wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/formats/dequant.hpp"
+
+#define CV_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+namespace conveyor::model {
+namespace {
+
+// KC chunks of keys times QN queries, KC * QN accumulators: the chunks' vectors are loaded once
+// a dimension for every query. A tile keeps every chain separate, so its size changes no bit.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+template <int KC, int QN, class T>
+void tile8(const T* const* chunk, const int32_t* pos, int64_t stride, int32_t hd, const float* q, float scale, float* s,
+           int64_t s_stride) {
+  __m256 acc[KC][QN];
+  for (int c = 0; c < KC; ++c)
+    for (int i = 0; i < QN; ++i) acc[c][i] = _mm256_setzero_ps();
+  for (int32_t d = 0; d < hd; ++d) {
+    __m256 k[KC];
+    for (int c = 0; c < KC; ++c) k[c] = load8(chunk[c] + d * stride);
+    for (int i = 0; i < QN; ++i) {
+      const __m256 qd = _mm256_broadcast_ss(q + i * hd + d);
+      for (int c = 0; c < KC; ++c) acc[c][i] = _mm256_fmadd_ps(qd, k[c], acc[c][i]);
+    }
+  }
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (int c = 0; c < KC; ++c)
+    for (int i = 0; i < QN; ++i) _mm256_storeu_ps(s + i * s_stride + pos[c], _mm256_mul_ps(acc[c][i], sc));
+}
+
+CV_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+CV_AVX512 inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <int KC, int QN, class T>
+CV_AVX512 void tile16(const T* const* chunk, const int32_t* pos, int64_t stride, int32_t hd, const float* q, float scale,
+                      float* s, int64_t s_stride) {
+  __m512 acc[KC][QN];
+  for (int c = 0; c < KC; ++c)
+    for (int i = 0; i < QN; ++i) acc[c][i] = _mm512_setzero_ps();
+  for (int32_t d = 0; d < hd; ++d) {
+    __m512 k[KC];
+    for (int c = 0; c < KC; ++c) k[c] = load16(chunk[c] + d * stride);
+    for (int i = 0; i < QN; ++i) {
+      const __m512 qd = _mm512_set1_ps(q[i * hd + d]);
+      for (int c = 0; c < KC; ++c) acc[c][i] = _mm512_fmadd_ps(qd, k[c], acc[c][i]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int c = 0; c < KC; ++c)
+    for (int i = 0; i < QN; ++i) _mm512_storeu_ps(s + i * s_stride + pos[c], _mm512_mul_ps(acc[c][i], sc));
+}
+
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) { return fp16_to_fp32(*p); }
+
+template <class T>
+void scalar_chunks(int32_t lanes, const T* const* chunk, const int32_t* pos, int32_t n_chunks, int64_t stride, int32_t hd,
+                   const float* q, int32_t nq, float scale, float* s, int64_t s_stride) {
+  for (int32_t i = 0; i < nq; ++i)
+    for (int32_t c = 0; c < n_chunks; ++c)
+      for (int32_t x = 0; x < lanes; ++x) {
+        float acc = 0.0f;
+        for (int32_t d = 0; d < hd; ++d) acc = std::fma(q[i * hd + d], load1(chunk[c] + d * stride + x), acc);
+        s[i * s_stride + pos[c] + x] = acc * scale;
+      }
+}
+
+// A tile function for a (KC, QN) pair; vector_chunks walks the chunks a group at a time and,
+// for each group, the queries QN at a time.
+template <class T>
+using tile_fn = void (*)(const T* const*, const int32_t*, int64_t, int32_t, const float*, float, float*, int64_t);
+
+template <class T, bool Wide, int KC, int QN>
+constexpr tile_fn<T> pick() {
+  if constexpr (Wide) return &tile16<KC, QN, T>;
+  else return &tile8<KC, QN, T>;
+}
+
+template <class T, bool Wide, int KC>
+tile_fn<T> with_qn(int32_t qn) {
+  switch (qn) {
+    case 1: return pick<T, Wide, KC, 1>();
+    case 2: return pick<T, Wide, KC, 2>();
+    case 3: return pick<T, Wide, KC, 3>();
+    case 4: return pick<T, Wide, KC, 4>();
+    case 5: return pick<T, Wide, KC, 5>();
+    default: return pick<T, Wide, KC, 6>();
+  }
+}
+
+constexpr int32_t max_qn = 6;
+
+// Chunks a tile takes for qn queries: enough chains in flight to cover the FMA latency (8 or
+// more where the registers allow: 16 ymm, 32 zmm). A power of two, 8 only for one query.
+template <bool Wide>
+int32_t max_kc(int32_t qn) {
+  if (qn == 1) return 8;
+  if (qn <= 3 || Wide) return 4;
+  return 2;
+}
+
+template <class T, bool Wide>
+void vector_chunks(const T* const* chunk, const int32_t* pos, int32_t n_chunks, int64_t stride, int32_t hd, const float* q,
+                   int32_t nq, float scale, float* s, int64_t s_stride) {
+  for (int32_t c0 = 0; c0 < n_chunks;) {
+    // A group of chunks is used by every query before the next: it stays in L1 meanwhile.
+    int32_t kc = max_kc<Wide>(std::min(nq, max_qn));
+    while (kc > n_chunks - c0) kc /= 2;
+    for (int32_t i0 = 0; i0 < nq; i0 += max_qn) {
+      const int32_t qn = std::min(max_qn, nq - i0);
+      const int32_t k = std::min(kc, max_kc<Wide>(qn));
+      const tile_fn<T> tile = k == 8 ? pick<T, Wide, 8, 1>()
+                              : k == 4 ? with_qn<T, Wide, 4>(qn)
+                              : k == 2 ? with_qn<T, Wide, 2>(qn)
+                                       : with_qn<T, Wide, 1>(qn);
+      for (int32_t c = c0; c < c0 + kc; c += k)
+        tile(chunk + c, pos + c, stride, hd, q + int64_t{i0} * hd, scale, s + i0 * s_stride, s_stride);
+    }
+    c0 += kc;
+  }
+}
+
+} // namespace
+
+int32_t score_lanes(cpu_isa isa, int32_t block_size) {
+  if (isa == cpu_isa::avx512 && block_size % 16 == 0) return 16;
+  if (isa != cpu_isa::scalar && block_size % 8 == 0) return 8;
+  return 1;
+}
+
+template <class T>
+void score_chunks(cpu_isa isa, int32_t lanes, const T* const* chunk, const int32_t* pos, int32_t n_chunks, int64_t stride,
+                  int32_t hd, const float* q, int32_t nq, float scale, float* s, int64_t s_stride) {
+  if (lanes == 16 && isa == cpu_isa::avx512)
+    vector_chunks<T, true>(chunk, pos, n_chunks, stride, hd, q, nq, scale, s, s_stride);
+  else if (lanes == 8 && isa != cpu_isa::scalar)
+    vector_chunks<T, false>(chunk, pos, n_chunks, stride, hd, q, nq, scale, s, s_stride);
+  else
+    scalar_chunks(lanes, chunk, pos, n_chunks, stride, hd, q, nq, scale, s, s_stride);
+}
+
+template void score_chunks<uint16_t>(cpu_isa, int32_t, const uint16_t* const*, const int32_t*, int32_t, int64_t, int32_t,
+                                     const float*, int32_t, float, float*, int64_t);
+template void score_chunks<float>(cpu_isa, int32_t, const float* const*, const int32_t*, int32_t, int64_t, int32_t,
+                                  const float*, int32_t, float, float*, int64_t);
+
+} // namespace conveyor::model
