@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "model/cpu/attn_scores.hpp"
+#include "model/cpu/attn_kernels.hpp"
 #include "model/cpu/simd_exp.hpp"
 #include "model/formats/dequant.hpp"
 
@@ -64,30 +64,6 @@ void softmax(float* s, int32_t n, bool fp16_out) {
   for (int32_t j = nv; j < n; ++j) s[j] = tail[j - nv];
 }
 
-// out[0..W*8) += sum over rows r of p[r] * v_r, in W registers: W independent FMA chains.
-template <int W, class T>
-void accumulate_pv_chunk(const float* p, const T* vb, int64_t stride, int32_t len, float* out) {
-  __m256 a[W];
-  for (int w = 0; w < W; ++w) a[w] = _mm256_loadu_ps(out + 8 * w);
-  for (int32_t r = 0; r < len; ++r) {
-    const __m256 pr = _mm256_set1_ps(p[r]);
-    const T* v = vb + r * stride;
-    for (int w = 0; w < W; ++w) a[w] = _mm256_fmadd_ps(pr, load8(v + 8 * w), a[w]);
-  }
-  for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, a[w]);
-}
-
-// out += sum over the block's rows r of p[r] * v_r, each element summed in row order.
-template <class T>
-void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t n) {
-  int32_t d = 0;
-  for (; d + 64 <= n; d += 64) accumulate_pv_chunk<8, T>(p, vb + d, stride, len, out + d);
-  for (; d + 32 <= n; d += 32) accumulate_pv_chunk<4, T>(p, vb + d, stride, len, out + d);
-  for (; d + 8 <= n; d += 8) accumulate_pv_chunk<1, T>(p, vb + d, stride, len, out + d);
-  for (; d < n; ++d)
-    for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], load1(vb + r * stride + d), out[d]);
-}
-
 // Rows [x0, x0 + len) of one block's K or V for one kv head as f32 rows `hd` apart: f32 storage
 // is read where it is, f16 is widened once into `buf` (F16C, exact) for every query that reads it.
 template <class T>
@@ -110,7 +86,7 @@ const float* widen_rows(const T* src, int64_t row, int32_t len, int32_t hd, floa
 
 // paged_kv::attend for n_rows * n_q <= one call's queries over one layer's K and V (k, v: its
 // block 0; block b starts per_block values further on). Query (r, i): row r (position pos0 + r,
-// causal over 0..pos0 + r) and head i. Scores: keys in lanes (attn_scores.hpp) over every block
+// causal over 0..pos0 + r) and head i. Scores: keys in lanes (attn_kernels.hpp) over every block
 // up to the last row's position, each chunk of keys read once for every query; then each query's
 // softmax over its own positions, and P · V block by block (each f16 V row widened once for all
 // queries when there are several). A query's operations, in order, are those of the query alone.

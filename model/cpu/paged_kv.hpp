@@ -2,7 +2,7 @@
 // each sequence's block table, and attention of a KV head's query heads over it.
 //
 //   k: (n_layer, num_blocks, n_head_kv, head_dim, block_size): each block's keys transposed, so
-//      that a vector holds one dimension of consecutive keys (attn_scores.hpp: keys in lanes)
+//      that a vector holds one dimension of consecutive keys (attn_kernels.hpp: keys in lanes)
 //   v: (n_layer, num_blocks, block_size, n_head_kv, head_dim)
 //   both either IEEE half (kv_storage::f16, llama.cpp's F16 KV cache, half the memory) or f32
 //   (kv_storage::f32, values as stored: the exact mode that the double-precision tests compare
@@ -23,7 +23,7 @@ enum class kv_storage { f16, f32 };
 
 class paged_kv {
 public:
-  /// `isa`: the score kernels' (attn_scores.hpp); every ISA gives the same bits.
+  /// `isa`: the score kernels' (attn_kernels.hpp); every ISA gives the same bits.
   paged_kv(int32_t n_layer, int32_t num_blocks, int32_t block_size, int32_t n_head_kv, int32_t head_dim,
            kv_storage s = kv_storage::f16, cpu_isa isa = cpu_best_isa());
 

@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(f16_storage_attends_like_f32_storage_of_the_same_values) {
     }
 }
 
-// Keys in lanes (attn_scores.hpp): a key's score is one FMA chain over the head's dimensions
+// Keys in lanes (attn_kernels.hpp): a key's score is one FMA chain over the head's dimensions
 // whatever the vector width, so the scalar, AVX2 (8 keys a vector) and AVX-512 (16) kernels give
 // the same bits, for block sizes that take 16, 8 or only scalar lanes, one query (8 chunks a
 // tile) to many (queries 6 at a time, chunks 4 or 2), and rows of a verification or a prompt.
@@ -199,30 +199,31 @@ BOOST_AUTO_TEST_CASE(every_isa_gives_the_same_bits) {
   BOOST_TEST_MESSAGE("ISAs compared: " << isas.size());
   std::mt19937 rng(31);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (int32_t bs : {16, 8, 32, 12})
-    for (kv_storage st : {kv_storage::f16, kv_storage::f32}) {
-      const int32_t hd = 64, positions = 420, n_q = 3, kvh = 1;
-      std::vector<std::unique_ptr<fixture>> fx;
-      for (cpu_isa isa : isas) {
-        std::mt19937 fill_rng = rng;  // the same values and table in each
-        fx.push_back(std::make_unique<fixture>(bs, hd, positions, fill_rng, st, isa));
-      }
-      rng.discard(1);
-      for (int32_t n_rows : {1, 9, 16})
-        for (int32_t pos0 : {0, 17, 200, 400}) {
-          const int32_t heads = n_rows == 1 ? 1 : n_q, stride = heads * hd;
-          std::vector<float> q(static_cast<size_t>(n_rows * stride));
-          for (float& x : q) x = g(rng);
-          std::vector<std::vector<float>> out;
-          for (const auto& f : fx) {
-            out.emplace_back(q.size(), NAN);
-            f->kv.attend(0, f->table.data(), pos0, n_rows, kvh, heads, q.data(), stride, 0.2f, out.back().data(), stride, true);
-          }
-          for (size_t i = 1; i < out.size(); ++i)
-            BOOST_TEST(std::memcmp(out[0].data(), out[i].data(), sizeof(float) * q.size()) == 0,
-                       cpu_isa_name(isas[i]) << " vs scalar: bs " << bs << " " << name(st) << " rows " << n_rows << " pos0 " << pos0);
+  for (int32_t hd : {64, 80})
+    for (int32_t bs : {16, 8, 32, 12})
+      for (kv_storage st : {kv_storage::f16, kv_storage::f32}) {
+        const int32_t positions = 420, n_q = 3, kvh = 1;
+        std::vector<std::unique_ptr<fixture>> fx;
+        for (cpu_isa isa : isas) {
+          std::mt19937 fill_rng = rng;  // the same values and table in each
+          fx.push_back(std::make_unique<fixture>(bs, hd, positions, fill_rng, st, isa));
         }
-    }
+        rng.discard(1);
+        for (int32_t n_rows : {1, 9, 16})
+          for (int32_t pos0 : {0, 17, 200, 400}) {
+            const int32_t heads = n_rows == 1 ? 1 : n_q, stride = heads * hd;
+            std::vector<float> q(static_cast<size_t>(n_rows * stride));
+            for (float& x : q) x = g(rng);
+            std::vector<std::vector<float>> out;
+            for (const auto& f : fx) {
+              out.emplace_back(q.size(), NAN);
+              f->kv.attend(0, f->table.data(), pos0, n_rows, kvh, heads, q.data(), stride, 0.2f, out.back().data(), stride, true);
+            }
+            for (size_t i = 1; i < out.size(); ++i)
+              BOOST_TEST(std::memcmp(out[0].data(), out[i].data(), sizeof(float) * q.size()) == 0,
+                         cpu_isa_name(isas[i]) << " vs scalar: hd " << hd << " bs " << bs << " " << name(st) << " rows " << n_rows << " pos0 " << pos0);
+          }
+      }
 }
 
 BOOST_AUTO_TEST_CASE(store_load_round_trip) {

@@ -1,4 +1,6 @@
-// Attention scores with keys in lanes: the CPU KV cache keeps each block's K transposed (for a kv
+// The CPU attention's products (paged_kv::attend): scores with keys in lanes, and P · V.
+//
+// Scores with keys in lanes: the CPU KV cache keeps each block's K transposed (for a kv
 // head, head_dim rows of block_size slots), so a vector holds one dimension of W consecutive keys
 // and a query's scores against them are one FMA chain over the head's dimensions:
 //
@@ -28,5 +30,11 @@ int32_t score_lanes(cpu_isa isa, int32_t block_size);
 template <class T>
 void score_chunks(cpu_isa isa, int32_t lanes, const T* const* chunk, const int32_t* pos, int32_t n_chunks, int64_t stride,
                   int32_t hd, const float* q, int32_t nq, float scale, float* s, int64_t s_stride);
+
+/// P · V over one block's rows: out[e] += p[r] * v_r[e] for r = 0 .. len - 1 in order, one FMA
+/// chain per element (v_r at vb + r * stride, n elements; the head's dimensions in lanes, 8 a
+/// vector: AVX2 on every host, since 16-lane AVX-512 chains were slower, docs/benchmarks.md).
+template <class T>
+void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t n);
 
 } // namespace conveyor::model

@@ -1,4 +1,4 @@
-#include "model/cpu/attn_scores.hpp"
+#include "model/cpu/attn_kernels.hpp"
 
 // GCC 12's AVX-512 headers self-initialise their "undefined" vectors (`__m512 __Y = __Y;`, GCC
 // PR105593), which -Wmaybe-uninitialized reports wherever they are inlined.
@@ -134,6 +134,28 @@ void vector_chunks(const T* const* chunk, const int32_t* pos, int32_t n_chunks, 
   }
 }
 
+
+// P · V: W registers of the output (8 floats each) through the block's rows in order.
+template <int W, class T>
+void pv_chunk8(const float* p, const T* vb, int64_t stride, int32_t len, float* out) {
+  __m256 a[W];
+  for (int w = 0; w < W; ++w) a[w] = _mm256_loadu_ps(out + 8 * w);
+  for (int32_t r = 0; r < len; ++r) {
+    const __m256 pr = _mm256_set1_ps(p[r]);
+    const T* v = vb + r * stride;
+    for (int w = 0; w < W; ++w) a[w] = _mm256_fmadd_ps(pr, load8(v + 8 * w), a[w]);
+  }
+  for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + 8 * w, a[w]);
+}
+
+template <class T>
+void pv_rest(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t d, int32_t n) {
+  for (; d + 32 <= n; d += 32) pv_chunk8<4, T>(p, vb + d, stride, len, out + d);
+  for (; d + 8 <= n; d += 8) pv_chunk8<1, T>(p, vb + d, stride, len, out + d);
+  for (; d < n; ++d)
+    for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], load1(vb + r * stride + d), out[d]);
+}
+
 } // namespace
 
 int32_t score_lanes(cpu_isa isa, int32_t block_size) {
@@ -153,6 +175,15 @@ void score_chunks(cpu_isa isa, int32_t lanes, const T* const* chunk, const int32
     scalar_chunks(lanes, chunk, pos, n_chunks, stride, hd, q, nq, scale, s, s_stride);
 }
 
+template <class T>
+void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t n) {
+  int32_t d = 0;
+  for (; d + 64 <= n; d += 64) pv_chunk8<8, T>(p, vb + d, stride, len, out + d);
+  pv_rest(p, vb, stride, len, out, d, n);
+}
+
+template void accumulate_pv<uint16_t>(const float*, const uint16_t*, int64_t, int32_t, float*, int32_t);
+template void accumulate_pv<float>(const float*, const float*, int64_t, int32_t, float*, int32_t);
 template void score_chunks<uint16_t>(cpu_isa, int32_t, const uint16_t* const*, const int32_t*, int32_t, int64_t, int32_t,
                                      const float*, int32_t, float, float*, int64_t);
 template void score_chunks<float>(cpu_isa, int32_t, const float* const*, const int32_t*, int32_t, int64_t, int32_t,
