@@ -16,11 +16,12 @@
 namespace conveyor::model {
 namespace {
 
-// KC chunks of keys times QN queries, KC * QN accumulators: the chunks' vectors are loaded once
-// a dimension for every query. A tile keeps every chain separate, so its size changes no bit.
+// Eight cached values as floats: f32 as is, f16 widened by F16C (exact).
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
+// KC chunks of keys times QN queries, KC * QN accumulators: the chunks' vectors are loaded once
+// a dimension for every query. A tile keeps every chain separate, so its size changes no bit.
 template <int KC, int QN, class T>
 void tile8(const T* const* chunk, const int32_t* pos, int64_t stride, int32_t hd, const float* q, float scale, float* s,
            int64_t s_stride) {
@@ -133,7 +134,6 @@ void vector_chunks(const T* const* chunk, const int32_t* pos, int32_t n_chunks, 
     c0 += kc;
   }
 }
-
 
 // P · V: W registers of the output (8 floats each) through the block's rows in order.
 template <int W, class T>
