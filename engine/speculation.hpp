@@ -120,8 +120,8 @@ double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t n
 /// Why the vote and the cap: a draft that is rejected costs a row of the verification step and
 /// buys nothing, and where earlier occurrences of the suffix went on differently, or the suffix
 /// is one or two tokens long, the text is less likely to repeat. Replayed on 50 grounded jobs'
-/// greedy outputs (scripts/spec_replay.py), the vote and the cap draft 19% fewer tokens for 0.1%
-/// fewer accepted (docs/benchmarks.md).
+/// greedy outputs (scripts/spec_replay.py, which mirrors this rule and draft_budget: change them
+/// together), the vote and the cap draft 19% fewer tokens for as many accepted (docs/benchmarks.md).
 inline constexpr int64_t ngram_vote_num = 3, ngram_vote_den = 5;
 inline constexpr int64_t ngram_draft_per_match_token = 2;
 int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,

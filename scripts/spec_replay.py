@@ -8,11 +8,13 @@ judged without this host's noise. `collect` records those ids from a running `co
 would (engine/speculation.cpp: propose_ngram, draft_budget, spec_history; one decoding sequence,
 threshold 1 / (F + 1)) and prints verifications V, drafted D, accepted A and decode steps S, and
 the decode part's modelled speed-up (N - jobs) / (S + r D) for a verification's extra row costing
-r one-row steps. With the recorded jobs of `conveyor bench --num-prompts 12` the counts equal the
-server's spec-decode counters (/metrics); the test is that they do.
+r one-row steps. This mirrors the engine's rule by hand (keep the two in step): with the first 12
+grounded jobs, the counts were checked equal to a served run's spec-decode counters (`conveyor
+bench --num-prompts 12 --max-concurrency 1 --temperature 0`, docs/benchmarks.md).
 
     conveyor serve --model M --speculative-config '{"method":"none"}' --no-journal ... &
-    python3 scripts/spec_replay.py collect --router tcp://127.0.0.1:5555 --pub tcp://127.0.0.1:5556 \\
+    # collect uses the Python client, which needs pyzmq: the venv setup.sh creates has it
+    .venv/bin/python scripts/spec_replay.py collect --router tcp://127.0.0.1:5555 --pub tcp://127.0.0.1:5556 \\
         --http-port 8000 --jobs 50 --out /tmp/grounded-ids.json
     python3 scripts/spec_replay.py replay /tmp/grounded-ids.json --jobs 12,50 --rule vote,latest
 """

@@ -258,8 +258,8 @@ void cpu_executor::attention_block(int32_t l) {
   attn_.resize(static_cast<size_t>(T) * nq);
   // A work item is a run of up to `run` consecutive rows of one sequence (a prompt chunk, a
   // decode with drafts) and the query heads of one kv head: every chunk of keys and V row it
-  // reads is read once for all of them. With few rows, one row and one query head each, so that every thread
-  // has work. A row's result does not depend on the grouping.
+  // reads is read once for all of them. With few rows, one row and one query head each, so that
+  // every thread has work. A row's result does not depend on the grouping.
   const int64_t threads = pool_.size();
   int32_t heads = group, run = 1;
   if (int64_t{T} * cfg_.n_head_kv < 4 * threads) heads = 1;
