@@ -18,6 +18,7 @@ bool cpu_isa_available(cpu_isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case cpu_isa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case cpu_isa::avxvnni: return cpu_isa_available(cpu_isa::avx2) && __builtin_cpu_supports("avxvnni");
     case cpu_isa::avx512:
       return cpu_isa_available(cpu_isa::avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -33,6 +34,7 @@ const char* cpu_isa_name(cpu_isa isa) {
   switch (isa) {
     case cpu_isa::scalar: return "scalar";
     case cpu_isa::avx2: return "avx2";
+    case cpu_isa::avxvnni: return "avxvnni";
     case cpu_isa::avx512: return "avx512";
   }
   return "?";
@@ -44,8 +46,9 @@ cpu_isa cpu_best_isa() {
     const std::string_view v(e);
     if (v == "scalar") cap = cpu_isa::scalar;
     else if (v == "avx2") cap = cpu_isa::avx2;
+    else if (v == "avxvnni") cap = cpu_isa::avxvnni;
   }
-  for (cpu_isa i : {cpu_isa::avx512, cpu_isa::avx2})
+  for (cpu_isa i : {cpu_isa::avx512, cpu_isa::avxvnni, cpu_isa::avx2})
     if (static_cast<int>(i) <= static_cast<int>(cap) && cpu_isa_available(i)) return i;
   return cpu_isa::scalar;
 }
@@ -126,6 +129,8 @@ void qmm_run(cpu_isa isa, const qmm_job& j) {
     case cpu_isa::scalar: return kq ? qmm_kquant_scalar(j) : qmm_legacy_scalar(j);
 #if defined(__x86_64__) || defined(__i386__)
     case cpu_isa::avx2: return kq ? qmm_kquant_avx2(j) : qmm_legacy_avx2(j);
+    case cpu_isa::avxvnni:  // its own kernel for the legacy quants, AVX2's for the rest
+      return kq ? qmm_kquant_avx2(j) : act_format_for(j.type) == act_format::f32 ? qmm_legacy_avx2(j) : qmm_legacy_avxvnni_quant(j);
     case cpu_isa::avx512: return kq ? qmm_kquant_avx512(j) : qmm_legacy_avx512(j);
 #else
     default: break;

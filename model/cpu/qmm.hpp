@@ -19,15 +19,17 @@ namespace conveyor::model {
 /// Instruction sets of the qmm kernels.
 enum class cpu_isa {
   scalar,  ///< portable C++
-  avx2,    ///< AVX2 + FMA + F16C
-  avx512,  ///< AVX-512 F/BW/VL + VNNI (+ the AVX2 set)
+  avx2,     ///< AVX2 + FMA + F16C
+  avxvnni,  ///< the AVX2 set + AVX-VNNI (256-bit vpdpbusd, no AVX-512): the quantized types' dots
+  avx512,   ///< AVX-512 F/BW/VL + VNNI (+ the AVX2 set)
 };
 
 /// True when this CPU can run `isa` (cpuid).
 bool cpu_isa_available(cpu_isa isa);
-/// The fastest available ISA; CONVEYOR_ISA=scalar|avx2|avx512 in the environment caps it.
+/// The fastest available ISA; CONVEYOR_ISA=scalar|avx2|avxvnni|avx512 in the environment caps
+/// it (avx2 on a newer CPU stands in for an AVX2-only host).
 cpu_isa cpu_best_isa();
-/// "scalar", "avx2", "avx512".
+/// "scalar", "avx2", "avxvnni", "avx512".
 const char* cpu_isa_name(cpu_isa isa);
 
 /// How activations are encoded for a weight type's kernels.

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       for (int32_t i = 0; i < 512; ++i) quantize_act_row(cpu_isa::scalar, f, &x[static_cast<size_t>(i) * s.k], &act[stride * i], s.k);
       std::vector<float> c(static_cast<size_t>(512) * s.n);
       std::vector<uint8_t> wp;
-      for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+      for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
       for (bool packed : {false, true}) {
         if (!cpu_isa_available(isa) || (!only_isa.empty() && only_isa != cpu_isa_name(isa))) continue;
         if (packed && !qmm_packs(isa, t)) continue;

@@ -194,7 +194,7 @@ BOOST_AUTO_TEST_CASE(f16_storage_attends_like_f32_storage_of_the_same_values) {
 // tile) to many (queries 6 at a time, chunks 4 or 2), and rows of a verification or a prompt.
 BOOST_AUTO_TEST_CASE(every_isa_gives_the_same_bits) {
   std::vector<cpu_isa> isas{cpu_isa::scalar};
-  for (cpu_isa i : {cpu_isa::avx2, cpu_isa::avx512})
+  for (cpu_isa i : {cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
     if (cpu_isa_available(i)) isas.push_back(i);
   BOOST_TEST_MESSAGE("ISAs compared: " << isas.size());
   std::mt19937 rng(31);

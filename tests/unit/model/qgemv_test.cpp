@@ -212,7 +212,7 @@ BOOST_AUTO_TEST_CASE(exact_and_fast_math_match_reference) {
     for (int32_t i = 0; i < 23; ++i) prompt.push_back(3 + (i * 37 + 5) % 250);
     const std::vector<double> ref = reference_logits(f, prompt, false);
     std::vector<std::pair<cpu_math, cpu_isa>> modes{{cpu_math::exact, cpu_best_isa()}};
-    for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})  // the fast mode on every kernel set
+    for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})  // the fast mode on every kernel set
       if (cpu_isa_available(isa)) modes.emplace_back(cpu_math::fast, isa);
     for (const auto& [math, isa] : modes) {
       cpu_executor_options o;

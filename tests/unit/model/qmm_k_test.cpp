@@ -22,7 +22,7 @@ const ggml_type kTypes[] = {ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
 
 std::vector<cpu_isa> isas() {
   std::vector<cpu_isa> v;
-  for (cpu_isa i : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+  for (cpu_isa i : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
     if (cpu_isa_available(i)) v.push_back(i);
   return v;
 }

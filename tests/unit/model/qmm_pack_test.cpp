@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_SUITE(qmm_pack)
 BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
   std::mt19937 g(17);
   size_t compared = 0, isas = 0;
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512}) {
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512}) {
     if (!cpu_isa_available(isa)) {
       BOOST_TEST_MESSAGE("this CPU has no " << cpu_isa_name(isa) << ": its packed layout is not tested here");
       continue;
@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(packed_rows_give_the_raw_rows_bits) {
 }
 
 // Every kernel of the quantized legacy types takes qmm_rl.hpp's float order lane by lane (rows
-// in lanes, no horizontal sum), so AVX2 and AVX-512, raw or packed rows, any m, give the scalar
+// in lanes, no horizontal sum), so AVX2, AVX-VNNI and AVX-512, raw or packed rows, any m, give the scalar
 // kernel's bits. Extreme blocks too: full-scale weights (Q8_0 -128, nibbles 15) against
 // activations of +-127, where an int16 sum would saturate if the kernels summed too far.
 BOOST_AUTO_TEST_CASE(every_isa_gives_the_scalar_kernels_bits) {
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(every_isa_gives_the_scalar_kernels_bits) {
             std::vector<float> want(static_cast<size_t>(m) * rows, 0.25f);
             qmm_job j{t, w.data(), row_bytes(t, k), rows, k, act.data(), stride, m, want.data(), rows, true};
             qmm_run(cpu_isa::scalar, j);
-            for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512}) {
+            for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512}) {
               if (!cpu_isa_available(isa)) continue;
               std::vector<uint8_t> packed(w.size());
               qmm_pack_rows(isa, t, w.data(), rows, k, packed.data());
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(every_isa_gives_the_scalar_kernels_bits) {
 
 BOOST_AUTO_TEST_CASE(packing_is_refused_where_no_layout_exists) {
   for (ggml_type t : kPacked) BOOST_TEST(!qmm_packs(cpu_isa::scalar, t));
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512})
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
     for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::bf16, ggml_type::q4_k, ggml_type::q6_k})
       BOOST_TEST(!qmm_packs(isa, t));
   std::vector<uint8_t> w(row_bytes(ggml_type::q4_1, 64) * 2), out(w.size());
@@ -210,7 +210,7 @@ static void check_packed_matrix(cpu_isa isa) {
 }
 
 BOOST_AUTO_TEST_CASE(a_packed_matrix_multiplies_as_the_raw_one) {
-  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+  for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
     if (cpu_isa_available(isa)) BOOST_TEST_CONTEXT(cpu_isa_name(isa)) { check_packed_matrix(isa); }
 }
 

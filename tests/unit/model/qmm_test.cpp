@@ -24,7 +24,7 @@ const ggml_type kTypes[] = {ggml_type::f32,  ggml_type::f16,  ggml_type::bf16, g
 
 std::vector<cpu_isa> isas() {
   std::vector<cpu_isa> v;
-  for (cpu_isa i : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512})
+  for (cpu_isa i : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avxvnni, cpu_isa::avx512})
     if (cpu_isa_available(i)) v.push_back(i);
   return v;
 }
