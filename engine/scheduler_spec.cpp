@@ -52,7 +52,7 @@ void scheduler::add_drafts(int32_t& budget) {
       n = std::min(want, spec.draft->propose(seq.id(), seq.tokens, want, proposal_));
       proposal_.resize(static_cast<size_t>(std::max(n, 0)));
     } else if (want > 0) {
-      n = propose_ngram(seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_);
+      n = propose_ngram(seq.spec_index, seq.tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, want, proposal_);
     }
     if (n > 0 && seq.req.constraint) {
       n = grammar_prefix(*seq.req.constraint, proposal_);  // the grammar's own prefix of it

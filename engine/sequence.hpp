@@ -68,6 +68,8 @@ struct sequence {
   /// verifies (its next plan waits for that step: how many stand is not known before).
   spec_history spec;
   int32_t num_drafts_in_flight = 0;
+  /// Prompt lookup's index of its tokens, built at its first lookup and extended at each.
+  ngram_index spec_index;
 
   seq_id id() const { return req.id; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

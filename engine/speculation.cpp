@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "engine/enum_names.hpp"
 
@@ -52,37 +53,55 @@ int32_t draft_budget(const spec_history& h, int32_t cap, double threshold) {
   return n;
 }
 
-int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
+int32_t propose_ngram(ngram_index& index, std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
                       std::vector<token_id>& out) {
   out.clear();
   const auto len = static_cast<int64_t>(tokens.size());
-  if (k <= 0) return 0;
-  thread_local std::vector<int64_t> alive;  // where each matching occurrence's continuation is, latest first
-  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
-    const token_id* suffix = tokens.data() + (len - n);
-    alive.clear();
-    // Every earlier occurrence that is followed by at least one token.
-    for (int64_t i = len - n - 1; i >= 0; --i)
-      if (std::equal(suffix, suffix + n, tokens.data() + i)) alive.push_back(i + n);
-    if (alive.empty()) continue;
-    const int64_t limit = std::min<int64_t>(k, ngram_draft_per_match_token * n);
-    for (int64_t step = 0; step < limit; ++step) {
-      // The occurrences still agreeing that reach this far vote; the latest one proposes.
-      int64_t voters = 0, agree = 0;
-      token_id proposed = 0;
-      for (int64_t from : alive) {
-        if (from + step >= len) continue;
-        const token_id t = tokens[static_cast<size_t>(from + step)];
-        if (voters++ == 0) proposed = t;
-        if (t == proposed) ++agree;
-      }
-      if (voters == 0 || agree * ngram_vote_den < voters * ngram_vote_num) break;
-      out.push_back(proposed);
-      std::erase_if(alive, [&](int64_t from) { return from + step >= len || tokens[static_cast<size_t>(from + step)] != proposed; });
+  const int64_t cap_n = std::min<int64_t>(max_n, len - 1);
+  if (k <= 0 || cap_n < min_n) return 0;
+  index.update(tokens, min_n);
+  // Every earlier occurrence of the newest min_n tokens (the index's chain, latest first) with
+  // how far back it matches the sequence's end (at most cap_n, and not past the start).
+  thread_local std::vector<std::pair<int64_t, int64_t>> found;  // (end, match length)
+  found.clear();
+  int64_t n = 0;
+  index.walk(tokens, [&](int64_t end) {
+    const int64_t most = std::min(cap_n, end);
+    int64_t m = 0;
+    while (m < most && tokens[static_cast<size_t>(end - 1 - m)] == tokens[static_cast<size_t>(len - 1 - m)]) ++m;
+    if (m >= min_n) {
+      found.emplace_back(end, m);
+      n = std::max(n, m);
     }
-    return static_cast<int32_t>(out.size());
+    return true;
+  });
+  if (n == 0) return 0;
+  // The occurrences of the longest suffix that has any: where their continuations are.
+  thread_local std::vector<int64_t> alive;
+  alive.clear();
+  for (const auto& [end, m] : found)
+    if (m >= n) alive.push_back(end);
+  const int64_t limit = std::min<int64_t>(k, ngram_draft_per_match_token * n);
+  for (int64_t step = 0; step < limit; ++step) {
+    // The occurrences still agreeing that reach this far vote; the latest one proposes.
+    int64_t voters = 0, agree = 0;
+    token_id proposed = 0;
+    for (int64_t from : alive) {
+      if (from + step >= len) continue;
+      const token_id t = tokens[static_cast<size_t>(from + step)];
+      if (voters++ == 0) proposed = t;
+      if (t == proposed) ++agree;
+    }
+    if (voters == 0 || agree * ngram_vote_den < voters * ngram_vote_num) break;
+    out.push_back(proposed);
+    std::erase_if(alive, [&](int64_t from) { return from + step >= len || tokens[static_cast<size_t>(from + step)] != proposed; });
   }
-  return 0;
+  return static_cast<int32_t>(out.size());
+}
+
+int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k, std::vector<token_id>& out) {
+  ngram_index index;
+  return propose_ngram(index, tokens, min_n, max_n, k, out);
 }
 
 int32_t grammar_prefix(token_constraint& g, std::span<const token_id> drafts) {

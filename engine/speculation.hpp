@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/constraint.hpp"
+#include "engine/ngram_index.hpp"
 #include "engine/types.hpp"
 
 namespace conveyor {
@@ -124,6 +125,12 @@ double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t n
 /// together), the vote and the cap draft 19% fewer tokens for as many accepted (docs/benchmarks.md).
 inline constexpr int64_t ngram_vote_num = 3, ngram_vote_den = 5;
 inline constexpr int64_t ngram_draft_per_match_token = 2;
+///
+/// `index` is the sequence's own (engine/ngram_index.hpp, brought up to `tokens` here): a step
+/// costs the occurrences of the newest min_n tokens, not a scan of the sequence per n.
+int32_t propose_ngram(ngram_index& index, std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                      std::vector<token_id>& out);
+/// The same with an index built for the call (tests, one-off lookups).
 int32_t propose_ngram(std::span<const token_id> tokens, int32_t min_n, int32_t max_n, int32_t k,
                       std::vector<token_id>& out);
 
