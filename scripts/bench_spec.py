@@ -3,7 +3,9 @@
 
 conveyor: two `conveyor serve` processes (--threads, --cpu-math fast), one with
 --speculative-config '{"method":"none"}' and one with --spec (vLLM's shape), both up for the
-whole run (an idle server costs nothing), measured cell by cell, each cell off and on back to
+whole run (an idle server costs nothing), prefix caching off in both (--prefix-caching keeps
+it: every round and cell sends the same prompts again, which a cache serves from the second
+time on, where a pipeline's grounded jobs carry new documents), measured cell by cell, each cell off and on back to
 back with the order alternating, by `conveyor bench` with all jobs sent at once and at most C in
 flight (--max-concurrency C), greedy:
   grounded  tools/bench/data/grounded.jsonl (scripts/make_grounded_workload.py): answers that copy
@@ -71,7 +73,8 @@ class Bench:
         cmd = [self.a.conveyor, "serve", "--model", self.a.model, "--threads", str(self.a.threads), "--cpu-math", "fast",
                "--router", f"tcp://127.0.0.1:{ports['router']}", "--pub", f"tcp://127.0.0.1:{ports['pub']}",
                "--pull", f"tcp://127.0.0.1:{ports['pull']}", "--http-port", str(ports["http"]), "--state-dir", state,
-               "--max-num-seqs", str(max(32, max(self.a.concurrency)))]
+               "--max-num-seqs", str(max(32, max(self.a.concurrency))),
+               "--enable-prefix-caching", "1" if self.a.prefix_caching else "0"]
         if spec is not None:
             cmd += ["--speculative-config", spec]
         srv = start_server(cmd + shlex.split(self.a.serve_args), "conveyor-" + label)
@@ -366,6 +369,8 @@ def main():
                     help=f"comma list of {','.join(list(LLAMA_CONFIGS) + [LOOKUP_CLI])}")
     ap.add_argument("--lookup-draft", type=int, default=8, help="llama-lookup --spec-draft-n-max")
     ap.add_argument("--serve-args", default="", help="extra `conveyor serve` flags for both servers")
+    ap.add_argument("--prefix-caching", action="store_true",
+                    help="keep the servers' prefix caches on (rounds and cells then reuse the prompts' KV)")
     ap.add_argument("--conveyor", default=os.path.join(ROOT, "build", "conveyor"))
     ap.add_argument("--llama-dir", default=os.path.join(CACHE, "llama.cpp-0.3.36", "bin"))
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
