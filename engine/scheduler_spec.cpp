@@ -30,12 +30,10 @@ bool scheduler::holds_for_drafts(const sequence& seq) const {
 void scheduler::add_drafts(int32_t& budget) {
   const speculative_config& spec = cfg_.speculative;
   if (!spec.enabled() || chosen_.empty()) return;
-  int32_t num_sampling = 0, num_tokens = 0;
-  for (const chosen_seq& c : chosen_) {
-    num_tokens += c.num_new;
+  int32_t num_sampling = 0;
+  for (const chosen_seq& c : chosen_)
     if (c.seq->num_planned_tokens() + c.num_new == c.seq->num_known_tokens()) ++num_sampling;
-  }
-  const double threshold = draft_threshold(spec.fixed_cost_tokens, num_sampling, num_tokens);
+  const double threshold = draft_threshold(spec.fixed_cost_tokens, num_sampling);
   for (chosen_seq& c : chosen_) {
     if (budget <= 0) break;
     sequence& seq = *c.seq;

@@ -40,9 +40,9 @@ void spec_history::record(int32_t num_drafted, int32_t num_accepted) {
   idle_steps = 0;
 }
 
-double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t num_tokens) {
-  const double rows = fixed_cost_tokens + std::max(num_tokens, 1);
-  return std::max(num_sampling, 1) / rows;
+double draft_threshold(double fixed_cost_tokens, int32_t num_sampling) {
+  const int32_t n = std::max(num_sampling, 1);
+  return n / (fixed_cost_tokens + n);
 }
 
 int32_t draft_budget(const spec_history& h, int32_t cap, double threshold) {

@@ -104,11 +104,16 @@ inline constexpr int32_t spec_retry_steps = 16;
 
 /// The most tokens worth drafting for one sequence, at most `cap`: draft i (1-based) is
 /// accepted with probability p^i, p = its accept_rate(), and pays when that beats `threshold`,
-/// the output a token row buys in this step without drafts (outputs / cost in rows:
-/// num_sampling / (fixed_cost_tokens + num_tokens)). A step of one decode on a CPU (threshold
+/// the output a token row buys in the step's decodes without drafts (outputs / cost in rows:
+/// num_sampling / (fixed_cost_tokens + num_sampling)). A step of one decode on a CPU (threshold
 /// 1/7) drafts while p^i > 0.14; a batch of 32 (about 0.84) only near-certain drafts.
+///
+/// Prompt chunks in the step are left out: they would lower the threshold (rows without output)
+/// just when the step is compute-bound and a drafted row costs all its compute; and what they
+/// buy (a prompt's progress) a rejected draft delays. Measured with new prompts every job, where
+/// steps carry other jobs' prompt chunks (docs/benchmarks.md, speculative decoding).
 int32_t draft_budget(const spec_history& h, int32_t cap, double threshold);
-double draft_threshold(double fixed_cost_tokens, int32_t num_sampling, int32_t num_tokens);
+double draft_threshold(double fixed_cost_tokens, int32_t num_sampling);
 
 /// Prompt lookup: for n from max_n down to min_n, the newest n tokens of `tokens` are searched
 /// for earlier in `tokens` (the suffix itself excluded); at the first n with any occurrence,

@@ -28,7 +28,7 @@ namespace {
 
 using namespace qmmrl;
 
-constexpr int kPass = 5;          // tokens per tile
+constexpr int kPass = 4;          // tokens per tile
 constexpr bool kQ8Offset = true;  // vpdpbusd takes u8 weights
 
 /// The exact int32 dots of the 8 lanes' block with the token's 8 activation dwords qb, plus c:

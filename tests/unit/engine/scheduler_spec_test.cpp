@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(a_grammar_cuts_the_proposal_and_is_left_as_it_was) {
 
 BOOST_AUTO_TEST_CASE(drafts_follow_the_record_and_stop_when_the_step_is_compute_bound) {
   spec_history fresh;  // 1/2
-  const double one_decode_cpu = draft_threshold(4.0, 1, 1), batch_32 = draft_threshold(4.0, 32, 32);
+  const double one_decode_cpu = draft_threshold(4.0, 1), batch_32 = draft_threshold(4.0, 32);
   BOOST_TEST(one_decode_cpu == 0.2, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(batch_32 == 32.0 / 36.0, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(draft_budget(fresh, 8, one_decode_cpu) == 2);  // 0.5, 0.25 > 0.2; 0.125 is not
@@ -297,6 +297,44 @@ BOOST_AUTO_TEST_CASE(drafts_follow_the_record_and_stop_when_the_step_is_compute_
   BOOST_TEST(h.reached == 4.0);
   h.record(2, 2);  // all accepted: nothing rejected was reached
   BOOST_TEST(h.reached == 4.0 * spec_history_decay + 2.0, boost::test_tools::tolerance(1e-12));
+}
+
+// A prompt chunk in the step does not make drafting look cheap: the threshold is the step's
+// decodes' output per row (here one decode and one whole prompt, both sampling: 2 / (6 + 2)),
+// not lowered by the chunk's rows (2 / (6 + 1 + 20) would let a fresh record, p = 1/2, draft 3).
+BOOST_AUTO_TEST_CASE(a_prompt_chunk_in_the_step_does_not_lower_the_draft_threshold) {
+  scheduler_config sc = spec_config(8);
+  sc.speculative.fixed_cost_tokens = 6.0;
+  sc.max_num_batched_tokens = 64;
+  sc.max_model_len = 256;
+  cache_config cache;
+  cache.block_size = 16;
+  conveyor::scheduler s(sc, cache, 64);
+  request a;
+  a.id = 1;
+  a.prompt_token_ids = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3};
+  a.stop.max_tokens = 32;
+  a.stop.ignore_eos = true;
+  BOOST_REQUIRE(s.submit(a, 0.0).accepted);
+  const step_plan first = s.schedule(0.0);
+  BOOST_REQUIRE(first.seqs.size() == 1u);
+  step_result r;
+  r.step_id = first.step_id;
+  r.sampled.push_back({1, 4, 0.0f, {}});  // the pattern goes on: lookup finds it
+  s.update(r, 0.0);
+  request b;
+  b.id = 2;
+  for (int i = 0; i < 20; ++i) b.prompt_token_ids.push_back(100 + i);
+  b.stop.max_tokens = 8;
+  BOOST_REQUIRE(s.submit(b, 1.0).accepted);
+  const step_plan second = s.schedule(1.0);
+  BOOST_REQUIRE(second.seqs.size() == 2u);
+  int32_t drafts_a = -1;
+  for (const scheduled_seq& q : second.seqs) {
+    if (q.id == 1) drafts_a = q.num_drafts;
+    else BOOST_TEST((q.tokens.size() == 20u && q.sample));  // b's whole prompt, sampling
+  }
+  BOOST_TEST(drafts_a == 1);  // 0.5 > 0.25; 0.25 is not
 }
 
 BOOST_AUTO_TEST_CASE(settings_are_checked) {
