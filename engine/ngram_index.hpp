@@ -17,8 +17,9 @@ namespace conveyor {
 class ngram_index {
  public:
   /// Brings the index up to `tokens` for keys of key_n tokens: indexes the new tokens when
-  /// `tokens` extends what it indexed (the usual case: a sequence only grows), starts over
-  /// otherwise (another key length, or different tokens).
+  /// `tokens` extends what it indexed (a sequence's tokens are only ever appended), starts over
+  /// when the key length changed, `tokens` is shorter, or its token at the last indexed position
+  /// differs (another sequence; a rewrite before that position would go unnoticed).
   void update(std::span<const token_id> tokens, int32_t key_n);
   /// The ends (the position after the last token) of the earlier occurrences of the key that
   /// ends `tokens` (update()d), latest first: calls f(end) for each, while f returns true.

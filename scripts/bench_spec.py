@@ -5,9 +5,9 @@ conveyor: two `conveyor serve` processes (--threads, --cpu-math fast), one with
 --speculative-config '{"method":"none"}' and one with --spec (vLLM's shape), both up for the
 whole run (an idle server costs nothing), prefix caching off in both (--prefix-caching keeps
 it: every round and cell sends the same prompts again, which a cache serves from the second
-time on, where a pipeline's grounded jobs carry new documents), measured cell by cell, each cell off and on back to
-back with the order alternating, by `conveyor bench` with all jobs sent at once and at most C in
-flight (--max-concurrency C), greedy:
+time on, where a pipeline's grounded jobs carry new documents), measured cell by cell, each
+cell off and on back to back with the order alternating, by `conveyor bench` with all jobs
+sent at once and at most C in flight (--max-concurrency C), greedy:
   grounded  tools/bench/data/grounded.jsonl (scripts/make_grounded_workload.py): answers that copy
             their prompt; targets: 1 job at a time >= 2.0x the output tok/s of speculation off,
             4 at once >= 1.5x, 32 at once >= 1.1x
