@@ -66,9 +66,99 @@ template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const 
 #include "model/cpu/qmm_avx2_q_tile.hpp"  // decode, tile, run, run_quant
 #undef QMM_TARGET
 
+/// Q4_0 / Q4_1: one 16-lane group (both 8-row halves at once) x N tokens. Each activation dword
+/// is broadcast once for both halves (the shared tile broadcasts it per half: on AMD's Zen 3 a
+/// broadcast load costs about what a maddubs does, and they were a third of the tile's
+/// instructions). A block's weight vector is decoded per dword (2 of 16 registers) and the
+/// int16 sums of the 2N (half, token) pairs stay in registers; the float accumulators live in
+/// L1. The same integer sums and float steps lane by lane as `tile`: the scalar kernel's bits.
+template <ggml_type T, int N> CV_AVX2 void tile_q4(const uint8_t* w, size_t, const tile_io& io) {
+  constexpr geom g = geom_of(T);
+  constexpr bool corr = g.off != 0;
+  constexpr size_t blk = static_cast<size_t>(kLanes) * g.bytes;
+  static_assert(!g.qh && T != ggml_type::q8_0, "tile_q4 takes the 4-bit types");
+  const int32_t nb = io.nb;
+  const int32_t* q[N];
+  const float* da[N];
+  __m256 acc[2][N];
+  #pragma GCC unroll 4
+  for (int t = 0; t < N; ++t) {
+    const uint8_t* row = io.act + io.astride * static_cast<size_t>(t);
+    q[t] = reinterpret_cast<const int32_t*>(row);
+    da[t] = reinterpret_cast<const float*>(row + 32 * static_cast<size_t>(nb));
+    acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+  }
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int32_t b = 0; b < nb; ++b) {
+    const uint8_t* p = w + blk * static_cast<size_t>(b);
+    prefetch_block(p + kAhead * blk, blk);
+    // Integer dots: |8 maddubs pair sums| <= 8 * 2 * 15 * 127 < 2^15, so int16 holds them.
+    __m256i s[2][N];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      __m256i wv[2];
+      #pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = ld(p + 64 * (i & 3) + 32 * h);
+        wv[h] = _mm256_and_si256(i < 4 ? v : _mm256_srli_epi16(v, 4), nib);
+      }
+      #pragma GCC unroll 4
+      for (int t = 0; t < N; ++t) {
+        const __m256i a = _mm256_set1_epi32(q[t][8 * b + i]);
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i m = _mm256_maddubs_epi16(wv[h], a);
+          s[h][t] = i == 0 ? m : _mm256_add_epi16(s[h][t], m);
+          // Pins the sum in a register here: left free, GCC regroups the 64 adds of a block
+          // into a tree and spills every maddubs result to the stack.
+          __asm__("" : "+x"(s[h][t]));
+        }
+      }
+    }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d_at(g, kLanes) + 16 * h)));
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (g.min) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + m_at(g, kLanes) + 16 * h)));
+      #pragma GCC unroll 4
+      for (int t = 0; t < N; ++t) {
+        __m256i s32 = _mm256_madd_epi16(s[h][t], ones);
+        if constexpr (corr) s32 = _mm256_add_epi32(_mm256_set1_epi32(io.corr[static_cast<size_t>(nb) * t + b]), s32);
+        const __m256 f = _mm256_cvtepi32_ps(s32);
+        acc[h][t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(da[t][b])), acc[h][t]);
+        if constexpr (g.min) acc[h][t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(da[t][nb + b]), acc[h][t]);
+      }
+    }
+  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < N; ++t)
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      float* o = io.c + static_cast<size_t>(io.ldc) * t + 8 * h;
+      _mm256_storeu_ps(o, io.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[h][t]) : acc[h][t]);
+    }
+}
+
+constexpr int kPassQ4 = 4;  // tokens per tile_q4
+
+template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table_q4(std::index_sequence<I...>) {
+  return {{&tile_q4<T, static_cast<int>(I) + 1>...}};
+}
+
+template <ggml_type T> void run_q4(const qmm_job& j) {
+  static constexpr auto table = make_table_q4<T>(std::make_index_sequence<kPassQ4>{});
+  run_groups(j, centre<T>(), kPassQ4, table.data(), nullptr);
+}
+
 } // namespace
 
-void qmm_legacy_avx2_quant(const qmm_job& j) { run_quant(j); }
+void qmm_legacy_avx2_quant(const qmm_job& j) {
+  switch (j.type) {
+    case ggml_type::q4_0: return run_q4<ggml_type::q4_0>(j);
+    case ggml_type::q4_1: return run_q4<ggml_type::q4_1>(j);
+    default: return run_quant(j);
+  }
+}
 
 } // namespace conveyor::model
 
