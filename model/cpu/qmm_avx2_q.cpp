@@ -3,8 +3,9 @@
 // group, up to 4 tokens a pass) with the integer dot of a block as maddubs (u8 weights x the
 // token's 4 activation bytes broadcast -> int16 pairs) and one madd to int32: Q4 types add all 8
 // of a block's maddubs results as int16 first (|sum| <= 8 * 2 * 15 * 127 < 2^15), Q5 four at a
-// time; Q8_0 stays signed (sign trick, |w| <= 128) and is summed one vector at a time. Hosts with
-// AVX-VNNI take qmm_avxvnni_q.cpp instead (one vpdpbusd a vector).
+// time; Q8_0 stays signed (sign trick, |w| <= 128) and is summed one vector at a time. Q4_0 and
+// Q4_1 run their own tile (tile_q4, below: both halves at once, one broadcast per dword). Hosts
+// with AVX-VNNI take qmm_avxvnni_q.cpp instead (one vpdpbusd a vector).
 //
 // NOTE: batch invariance. Every lane takes qmm_rl.hpp's order whatever m, the pass, the half or
 // the row offset: the scalar kernel's bits, and so the AVX-512 kernel's.
