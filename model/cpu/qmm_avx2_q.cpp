@@ -68,11 +68,12 @@ template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const 
 #undef QMM_TARGET
 
 /// Q4_0 / Q4_1: one 16-lane group (both 8-row halves at once) x N tokens. Each activation dword
-/// is broadcast once for both halves (the shared tile broadcasts it per half: on AMD's Zen 3 a
-/// broadcast load costs about what a maddubs does, and they were a third of the tile's
-/// instructions). A block's weight vector is decoded per dword (2 of 16 registers) and the
-/// int16 sums of the 2N (half, token) pairs stay in registers; the float accumulators live in
-/// L1. The same integer sums and float steps lane by lane as `tile`: the scalar kernel's bits.
+/// is broadcast once for both halves (the shared tile broadcasts it per half), a block's weight
+/// vector is decoded per dword (2 of 16 registers), and the int16 sums of the 2N (half, token)
+/// pairs stay in registers while the float accumulators spill to L1 (N > 2). ~1.4x the shared
+/// tile on AMD Zen 3 from 4 tokens up (docs/benchmarks.md); plain loads in place of the
+/// broadcasts (a timing-only experiment) gained only ~5% more. The same integer sums and float
+/// steps lane by lane as `tile`: the scalar kernel's bits.
 template <ggml_type T, int N> CV_AVX2 void tile_q4(const uint8_t* w, size_t, const tile_io& io) {
   constexpr geom g = geom_of(T);
   constexpr bool corr = g.off != 0;
