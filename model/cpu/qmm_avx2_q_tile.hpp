@@ -19,9 +19,11 @@
 
 QMM_TARGET inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-/// Q5: adds 16 to the bytes of v whose high bit is set (see qmm_avx512_q.cpp's add_high).
-template <int byte, bool odd> QMM_TARGET inline __m256i add_high(__m256i v, __m256i qhv) {
-  constexpr char b = byte;
+/// Q5: adds 16 to the bytes of v whose high bit is set (see qmm_avx512_q.cpp's add_high); qhv
+/// lane r = row r's qh, `byte` the qh byte holding this vector's 4 elements' bits, in its high
+/// nibble when `odd`. Called with constants (the callers' unrolled loops fold them).
+QMM_TARGET inline __m256i add_high(__m256i v, __m256i qhv, int byte, bool odd) {
+  const auto b = static_cast<char>(byte);
   const __m256i idx = _mm256_setr_epi8(b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b,
                                        b, b, b, b, 4 + b, 4 + b, 4 + b, 4 + b, 8 + b, 8 + b, 8 + b, 8 + b, 12 + b, 12 + b, 12 + b, 12 + b);
   const __m256i sel = _mm256_set1_epi32(odd ? static_cast<int>(0x80402010u) : 0x08040201);
@@ -47,14 +49,14 @@ template <ggml_type T> QMM_TARGET inline void decode(const uint8_t* p, int h, __
     }
     if constexpr (g.qh) {
       const __m256i qhv = ld(p + qh_at(g, kLanes) + 32 * h);
-      w[0] = add_high<0, false>(w[0], qhv);
-      w[1] = add_high<0, true>(w[1], qhv);
-      w[2] = add_high<1, false>(w[2], qhv);
-      w[3] = add_high<1, true>(w[3], qhv);
-      w[4] = add_high<2, false>(w[4], qhv);
-      w[5] = add_high<2, true>(w[5], qhv);
-      w[6] = add_high<3, false>(w[6], qhv);
-      w[7] = add_high<3, true>(w[7], qhv);
+      w[0] = add_high(w[0], qhv, 0, false);
+      w[1] = add_high(w[1], qhv, 0, true);
+      w[2] = add_high(w[2], qhv, 1, false);
+      w[3] = add_high(w[3], qhv, 1, true);
+      w[4] = add_high(w[4], qhv, 2, false);
+      w[5] = add_high(w[5], qhv, 2, true);
+      w[6] = add_high(w[6], qhv, 3, false);
+      w[7] = add_high(w[7], qhv, 3, true);
     }
   }
   dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d_at(g, kLanes) + 16 * h)));
