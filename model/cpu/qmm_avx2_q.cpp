@@ -4,7 +4,7 @@
 // token's 4 activation bytes broadcast -> int16 pairs) and one madd to int32: Q4 types add all 8
 // of a block's maddubs results as int16 first (|sum| <= 8 * 2 * 15 * 127 < 2^15), Q5 four at a
 // time; Q8_0 stays signed (sign trick, |w| <= 128) and is summed one vector at a time. The Q4
-// and Q5 types run their own tile (tile_q4, below: both halves at once, one broadcast per
+// and Q5 types run their own tile (tile_halves, below: both halves at once, one broadcast per
 // dword), Q8_0 the shared one. Hosts with AVX-VNNI take qmm_avxvnni_q.cpp instead (one vpdpbusd
 // a vector).
 //
@@ -68,18 +68,18 @@ template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const 
 #include "model/cpu/qmm_avx2_q_tile.hpp"  // decode, tile, run, run_quant
 #undef QMM_TARGET
 
-/// Q4_0 / Q4_1 / Q5_0 / Q5_1: one 16-lane group (both 8-row halves at once) x N tokens. Each activation dword
-/// is broadcast once for both halves (the shared tile broadcasts it per half), a block's weight
+/// Q4_0 / Q4_1 / Q5_0 / Q5_1: one 16-lane group (both 8-row halves at once) x N tokens. Each
+/// activation dword is broadcast once for both halves (the shared tile, per half), a block's weight
 /// vector is decoded per dword (2 of 16 registers), and the int16 sums of the 2N (half, token)
 /// pairs stay in registers while the float accumulators spill to L1 (N > 2). On AMD Zen 3, from
 /// 4 tokens up, ~1.4x the shared tile for Q4 and ~1.2x for Q5 (docs/benchmarks.md); plain loads
 /// in place of the broadcasts (a timing-only experiment) gained only ~5% more. The same integer
 /// sums and float steps lane by lane as `tile`: the scalar kernel's bits.
-template <ggml_type T, int N> CV_AVX2 void tile_q4(const uint8_t* w, size_t, const tile_io& io) {
+template <ggml_type T, int N> CV_AVX2 void tile_halves(const uint8_t* w, size_t, const tile_io& io) {
   constexpr geom g = geom_of(T);
   constexpr bool corr = g.off != 0;
   constexpr size_t blk = static_cast<size_t>(kLanes) * g.bytes;
-  static_assert(T != ggml_type::q8_0, "tile_q4 takes the 4- and 5-bit types");
+  static_assert(T != ggml_type::q8_0, "tile_halves takes the 4- and 5-bit types");
   const int32_t nb = io.nb;
   const int32_t* q[N];
   const float* da[N];
@@ -152,25 +152,25 @@ template <ggml_type T, int N> CV_AVX2 void tile_q4(const uint8_t* w, size_t, con
     }
 }
 
-constexpr int kPassQ4 = 4;  // tokens per tile_q4
+constexpr int kPassHalves = 4;  // tokens per tile_halves
 
-template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table_q4(std::index_sequence<I...>) {
-  return {{&tile_q4<T, static_cast<int>(I) + 1>...}};
+template <ggml_type T, size_t... I> constexpr std::array<tile_fn, sizeof...(I)> make_table_halves(std::index_sequence<I...>) {
+  return {{&tile_halves<T, static_cast<int>(I) + 1>...}};
 }
 
-template <ggml_type T> void run_q4(const qmm_job& j) {
-  static constexpr auto table = make_table_q4<T>(std::make_index_sequence<kPassQ4>{});
-  run_groups(j, centre<T>(), kPassQ4, table.data(), nullptr);
+template <ggml_type T> void run_halves(const qmm_job& j) {
+  static constexpr auto table = make_table_halves<T>(std::make_index_sequence<kPassHalves>{});
+  run_groups(j, centre<T>(), kPassHalves, table.data(), nullptr);
 }
 
 } // namespace
 
 void qmm_legacy_avx2_quant(const qmm_job& j) {
   switch (j.type) {
-    case ggml_type::q4_0: return run_q4<ggml_type::q4_0>(j);
-    case ggml_type::q4_1: return run_q4<ggml_type::q4_1>(j);
-    case ggml_type::q5_0: return run_q4<ggml_type::q5_0>(j);
-    case ggml_type::q5_1: return run_q4<ggml_type::q5_1>(j);
+    case ggml_type::q4_0: return run_halves<ggml_type::q4_0>(j);
+    case ggml_type::q4_1: return run_halves<ggml_type::q4_1>(j);
+    case ggml_type::q5_0: return run_halves<ggml_type::q5_0>(j);
+    case ggml_type::q5_1: return run_halves<ggml_type::q5_1>(j);
     default: return run_quant(j);
   }
 }
