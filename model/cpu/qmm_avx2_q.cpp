@@ -65,7 +65,7 @@ template <ggml_type T> CV_AVX2 inline __m256i idot(const __m256i (&w)[8], const 
 }
 
 #define QMM_TARGET CV_AVX2
-#include "model/cpu/qmm_avx2_q_tile.hpp"  // decode, tile, run, run_quant
+#include "model/cpu/qmm_avx2_q_tile.hpp"  // decode, tile, run (Q8_0 here), run_quant
 #undef QMM_TARGET
 
 /// Q4_0 / Q4_1 / Q5_0 / Q5_1: one 16-lane group (both 8-row halves at once) x N tokens. Each
@@ -171,7 +171,8 @@ void qmm_legacy_avx2_quant(const qmm_job& j) {
     case ggml_type::q4_1: return run_halves<ggml_type::q4_1>(j);
     case ggml_type::q5_0: return run_halves<ggml_type::q5_0>(j);
     case ggml_type::q5_1: return run_halves<ggml_type::q5_1>(j);
-    default: return run_quant(j);
+    case ggml_type::q8_0: return run<ggml_type::q8_0>(j);  // the shared tile (qmm_avx2_q_tile.hpp)
+    default: return;
   }
 }
 
