@@ -22,22 +22,44 @@ inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(
 
 // KC chunks of keys times QN queries, KC * QN accumulators: the chunks' vectors are loaded once
 // a dimension for every query. A tile keeps every chain separate, so its size changes no bit.
+// The loops are unrolled by pragma (GCC keeps an array it unrolls late in memory, storing every
+// sum each dimension), and a dimension's step holds either the KC key vectors or the QN query
+// broadcasts, whichever are fewer: 4 x 3 takes all 16 ymm registers (12 sums, 3 queries, a key).
 template <int KC, int QN, class T>
 void tile8(const T* const* chunk, const int32_t* pos, int64_t stride, int32_t hd, const float* q, float scale, float* s,
            int64_t s_stride) {
   __m256 acc[KC][QN];
+  #pragma GCC unroll 8
   for (int c = 0; c < KC; ++c)
+    #pragma GCC unroll 8
     for (int i = 0; i < QN; ++i) acc[c][i] = _mm256_setzero_ps();
   for (int32_t d = 0; d < hd; ++d) {
-    __m256 k[KC];
-    for (int c = 0; c < KC; ++c) k[c] = load8(chunk[c] + d * stride);
-    for (int i = 0; i < QN; ++i) {
-      const __m256 qd = _mm256_broadcast_ss(q + i * hd + d);
-      for (int c = 0; c < KC; ++c) acc[c][i] = _mm256_fmadd_ps(qd, k[c], acc[c][i]);
+    if constexpr (KC <= QN) {
+      __m256 k[KC];
+      #pragma GCC unroll 8
+      for (int c = 0; c < KC; ++c) k[c] = load8(chunk[c] + d * stride);
+      #pragma GCC unroll 8
+      for (int i = 0; i < QN; ++i) {
+        const __m256 qd = _mm256_broadcast_ss(q + i * hd + d);
+        #pragma GCC unroll 8
+        for (int c = 0; c < KC; ++c) acc[c][i] = _mm256_fmadd_ps(qd, k[c], acc[c][i]);
+      }
+    } else {
+      __m256 qd[QN];
+      #pragma GCC unroll 8
+      for (int i = 0; i < QN; ++i) qd[i] = _mm256_broadcast_ss(q + i * hd + d);
+      #pragma GCC unroll 8
+      for (int c = 0; c < KC; ++c) {
+        const __m256 k = load8(chunk[c] + d * stride);
+        #pragma GCC unroll 8
+        for (int i = 0; i < QN; ++i) acc[c][i] = _mm256_fmadd_ps(qd[i], k, acc[c][i]);
+      }
     }
   }
   const __m256 sc = _mm256_set1_ps(scale);
+  #pragma GCC unroll 8
   for (int c = 0; c < KC; ++c)
+    #pragma GCC unroll 8
     for (int i = 0; i < QN; ++i) _mm256_storeu_ps(s + i * s_stride + pos[c], _mm256_mul_ps(acc[c][i], sc));
 }
 
@@ -50,18 +72,25 @@ template <int KC, int QN, class T>
 CV_AVX512 void tile16(const T* const* chunk, const int32_t* pos, int64_t stride, int32_t hd, const float* q, float scale,
                       float* s, int64_t s_stride) {
   __m512 acc[KC][QN];
+  #pragma GCC unroll 8
   for (int c = 0; c < KC; ++c)
+    #pragma GCC unroll 8
     for (int i = 0; i < QN; ++i) acc[c][i] = _mm512_setzero_ps();
   for (int32_t d = 0; d < hd; ++d) {
     __m512 k[KC];
+    #pragma GCC unroll 8
     for (int c = 0; c < KC; ++c) k[c] = load16(chunk[c] + d * stride);
+    #pragma GCC unroll 8
     for (int i = 0; i < QN; ++i) {
       const __m512 qd = _mm512_set1_ps(q[i * hd + d]);
+      #pragma GCC unroll 8
       for (int c = 0; c < KC; ++c) acc[c][i] = _mm512_fmadd_ps(qd, k[c], acc[c][i]);
     }
   }
   const __m512 sc = _mm512_set1_ps(scale);
+  #pragma GCC unroll 8
   for (int c = 0; c < KC; ++c)
+    #pragma GCC unroll 8
     for (int i = 0; i < QN; ++i) _mm512_storeu_ps(s + i * s_stride + pos[c], _mm512_mul_ps(acc[c][i], sc));
 }
 
@@ -156,6 +185,34 @@ void pv_rest(const float* p, const T* vb, int64_t stride, int32_t len, float* ou
     for (int32_t r = 0; r < len; ++r) out[d] = std::fma(p[r], load1(vb + r * stride + d), out[d]);
 }
 
+// P · V for QN queries over the same rows, 32 of the head's dimensions: 4 * QN sums, a row's
+// QN weights broadcast once and each V vector loaded (and widened) once for all of them. Every
+// element's chain is accumulate_pv's (rows in order, one FMA each), so grouping changes no bit.
+template <int QN, class T>
+void pv_group32(const float* const* p, const T* vb, int64_t stride, int32_t len, float* const* out) {
+  __m256 a[QN][4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < QN; ++i)
+    #pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) a[i][w] = _mm256_loadu_ps(out[i] + 8 * w);
+  for (int32_t r = 0; r < len; ++r) {
+    __m256 pr[QN];
+    #pragma GCC unroll 4
+    for (int i = 0; i < QN; ++i) pr[i] = _mm256_broadcast_ss(p[i] + r);
+    const T* v = vb + r * stride;
+    #pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) {
+      const __m256 x = load8(v + 8 * w);
+      #pragma GCC unroll 4
+      for (int i = 0; i < QN; ++i) a[i][w] = _mm256_fmadd_ps(pr[i], x, a[i][w]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int i = 0; i < QN; ++i)
+    #pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) _mm256_storeu_ps(out[i] + 8 * w, a[i][w]);
+}
+
 } // namespace
 
 int32_t score_lanes(cpu_isa isa, int32_t block_size) {
@@ -182,8 +239,32 @@ void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, flo
   pv_rest(p, vb, stride, len, out, d, n);
 }
 
+template <class T>
+void accumulate_pv_group(const float* const* p, int32_t nq, const T* vb, int64_t stride, int32_t len, float* const* out,
+                         int32_t n) {
+  for (int32_t i0 = 0; i0 < nq; i0 += 3) {
+    const int32_t g = std::min(3, nq - i0);
+    if (g == 1) {
+      accumulate_pv(p[i0], vb, stride, len, out[i0], n);
+      continue;
+    }
+    int32_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+      float* o[3];
+      for (int32_t i = 0; i < g; ++i) o[i] = out[i0 + i] + d;
+      if (g == 3) pv_group32<3, T>(p + i0, vb + d, stride, len, o);
+      else pv_group32<2, T>(p + i0, vb + d, stride, len, o);
+    }
+    for (int32_t i = 0; i < g && d < n; ++i) pv_rest(p[i0 + i], vb, stride, len, out[i0 + i], d, n);
+  }
+}
+
 template void accumulate_pv<uint16_t>(const float*, const uint16_t*, int64_t, int32_t, float*, int32_t);
 template void accumulate_pv<float>(const float*, const float*, int64_t, int32_t, float*, int32_t);
+template void accumulate_pv_group<uint16_t>(const float* const*, int32_t, const uint16_t*, int64_t, int32_t, float* const*,
+                                            int32_t);
+template void accumulate_pv_group<float>(const float* const*, int32_t, const float*, int64_t, int32_t, float* const*,
+                                         int32_t);
 template void score_chunks<uint16_t>(cpu_isa, int32_t, const uint16_t* const*, const int32_t*, int32_t, int64_t, int32_t,
                                      const float*, int32_t, float, float*, int64_t);
 template void score_chunks<float>(cpu_isa, int32_t, const float* const*, const int32_t*, int32_t, int64_t, int32_t,

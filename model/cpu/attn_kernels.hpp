@@ -37,4 +37,11 @@ void score_chunks(cpu_isa isa, int32_t lanes, const T* const* chunk, const int32
 template <class T>
 void accumulate_pv(const float* p, const T* vb, int64_t stride, int32_t len, float* out, int32_t n);
 
+/// accumulate_pv for `nq` queries over the same rows (query i: weights p[i], output out[i]), the
+/// same bits: up to three at a time share each V vector's load (and widening) and each row's
+/// broadcasts, so f16 rows need no f32 copy.
+template <class T>
+void accumulate_pv_group(const float* const* p, int32_t nq, const T* vb, int64_t stride, int32_t len, float* const* out,
+                         int32_t n);
+
 } // namespace conveyor::model

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "model/cpu/attn_kernels.hpp"
@@ -64,32 +63,12 @@ void softmax(float* s, int32_t n, bool fp16_out) {
   for (int32_t j = nv; j < n; ++j) s[j] = tail[j - nv];
 }
 
-// Rows [x0, x0 + len) of one block's K or V for one kv head as f32 rows `hd` apart: f32 storage
-// is read where it is, f16 is widened once into `buf` (F16C, exact) for every query that reads it.
-template <class T>
-const float* widen_rows(const T* src, int64_t row, int32_t len, int32_t hd, float* buf, int64_t& stride) {
-  if constexpr (std::is_same_v<T, float>) {
-    stride = row;
-    return src;
-  } else {
-    for (int32_t x = 0; x < len; ++x) {
-      const T* r = src + x * row;
-      float* o = buf + int64_t{x} * hd;
-      int32_t d = 0;
-      for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, load8(r + d));
-      for (; d < hd; ++d) o[d] = load1(r + d);
-    }
-    stride = hd;
-    return buf;
-  }
-}
-
 // paged_kv::attend for n_rows * n_q <= one call's queries over one layer's K and V (k, v: its
 // block 0; block b starts per_block values further on). Query (r, i): row r (position pos0 + r,
 // causal over 0..pos0 + r) and head i. Scores: keys in lanes (attn_kernels.hpp) over every block
 // up to the last row's position, each chunk of keys read once for every query; then each query's
-// softmax over its own positions, and P · V block by block (each f16 V row widened once for all
-// queries when there are several). A query's operations, in order, are those of the query alone.
+// softmax over its own positions, and P · V block by block (a row's heads together, each V vector
+// loaded once for them). A query's operations, in order, are those of the query alone.
 template <class T>
 void attend_rows(cpu_isa isa, const T* k, const T* v, int64_t per_block, int64_t row, int32_t hd, int32_t bs,
                  const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q, const float* q,
@@ -126,28 +105,22 @@ void attend_rows(cpu_isa isa, const T* k, const T* v, int64_t per_block, int64_t
   const auto query = [&](int32_t r, int32_t i) { return int64_t{r} * n_q + i; };
   for (int32_t r = 0; r < n_rows; ++r)
     for (int32_t i = 0; i < n_q; ++i) softmax(scores.data() + query(r, i) * stride, pos0 + r + 1, fp16_inputs);
-  // out = P · V, block by block (a block's rows are contiguous): its V rows stay in L1 for every query.
-  const bool widen = !std::is_same_v<T, float> && nq > 1;
-  thread_local std::vector<float> buf;
-  if (widen && buf.size() < static_cast<size_t>(bs) * hd) buf.resize(static_cast<size_t>(bs) * hd);
+  // out = P · V, block by block (a block's rows are contiguous): its V rows stay in L1 for every
+  // query, and a row's heads share each V vector's load (accumulate_pv_group).
   for (int32_t r = 0; r < n_rows; ++r) std::fill_n(out + r * out_stride, n_q * hd, 0.0f);
   const int64_t v_off = int64_t{kv_head} * hd;
+  const float* p[max_queries];
+  float* o[max_queries];
   for (int32_t j0 = 0; j0 < n_max; j0 += bs) {
     const T* b = v + table[j0 / bs] * per_block + v_off;
-    const auto pv_block = [&](const auto* vb, int64_t vstride) {
-      for (int32_t r = 0; r < n_rows; ++r) {
-        const int32_t len = std::min(bs, pos0 + r + 1 - j0);
-        for (int32_t i = 0; len > 0 && i < n_q; ++i)
-          accumulate_pv(scores.data() + query(r, i) * stride + j0, vb, vstride, len, out + r * out_stride + int64_t{i} * hd,
-                        hd);
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const int32_t len = std::min(bs, pos0 + r + 1 - j0);
+      if (len <= 0) continue;
+      for (int32_t i = 0; i < n_q; ++i) {
+        p[i] = scores.data() + query(r, i) * stride + j0;
+        o[i] = out + r * out_stride + int64_t{i} * hd;
       }
-    };
-    if (widen) {
-      int64_t vstride = 0;
-      const float* wide = widen_rows(b, row, std::min(bs, n_max - j0), hd, buf.data(), vstride);
-      pv_block(wide, vstride);
-    } else {
-      pv_block(b, row);
+      accumulate_pv_group(p, n_q, b, row, len, o, hd);
     }
   }
 }
