@@ -18,14 +18,6 @@ namespace {
 constexpr int32_t max_queries = 32;     // queries (rows x heads) one attend_rows call handles at once
 constexpr int32_t max_q_floats = 4096;  // its (fp16-rounded) queries live on the stack
 
-// Eight cached values as floats: f32 as is, f16 widened by F16C (exact). And one.
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline float load1(const float* p) { return *p; }
-inline float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
-
 // s[j] = softmax(s)[j], rounded through fp16 if asked. The sum is in double.
 void softmax(float* s, int32_t n, bool fp16_out) {
   const int32_t nv = n / 8 * 8;

@@ -54,7 +54,8 @@ public:
               float scale, float* out, bool fp16_inputs) const;
   /// The same for `n_rows` consecutive positions pos0 .. pos0 + n_rows - 1 of one sequence (a
   /// prompt chunk, a decode with drafts): row r's queries at q + r * q_stride, its result at
-  /// out + r * out_stride; each K and V row is read (and widened) once for every row and head.
+  /// out + r * out_stride; each K row is read once for every row and head, each V row once for
+  /// every row (its heads together).
   /// Row r's result is bit for bit that of attend() at position pos0 + r alone.
   void attend(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
               const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, bool fp16_inputs) const;
