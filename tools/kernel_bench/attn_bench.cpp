@@ -2,9 +2,11 @@
 // a step hands it: `rows` consecutive rows of one sequence (1: a decode; 1 + k: a speculative
 // verification; more: a prompt chunk) times `heads` query heads of one kv head, over `ctx`
 // cached positions, fp16 cache (the default) or f32.
-//   attn-bench [--ctx 128,600,2048] [--rows 1,5,9] [--heads 1,3] [--hd 64] [--layers 30] [--f32] [--json FILE]
+//   attn-bench [--ctx 128,600,2048] [--rows 1,5,9] [--heads 1,3] [--hd 64] [--layers 30] [--bs 16] [--f32] [--json FILE]
 // --layers L keeps L layers' caches and attends them in turn, so that a call finds its K and V
-// where a step finds them (30 layers of SmolLM2 at context 600 hold ~14 MB, past L2), not in L1.
+// where a step finds them (30 layers of SmolLM2 at context 600 hold ~14 MB, past L2), not in L1;
+// 300 layers put them past L3, as a step that streams the weights between layers finds them.
+// --bs: positions a KV block holds (the server's --block-size, 16 by default).
 // Timing: the best of repeated rounds over the layers (at least 5 and 0.2 s per cell), per call. Prints microseconds per call
 // and the multiply-adds per second of its QK and PV products (2 * rows * heads * ctx * hd).
 #include <algorithm>
@@ -30,8 +32,8 @@ struct cell {
   double us, gmacs;
 };
 
-cell time_cell(int ctx, int rows, int heads, int hd, int layers, kv_storage st) {
-  constexpr int bs = 16, n_kv = 3;  // SmolLM2's kv heads: a position's row holds all three, kv head 1 is attended
+cell time_cell(int ctx, int rows, int heads, int hd, int layers, int bs, kv_storage st) {
+  constexpr int n_kv = 3;  // SmolLM2's kv heads: a position's row holds all three, kv head 1 is attended
   const int positions = ctx + rows;
   const int blocks = (positions + bs - 1) / bs;
   paged_kv kv(layers, blocks, bs, n_kv, hd, st);
@@ -68,7 +70,7 @@ cell time_cell(int ctx, int rows, int heads, int hd, int layers, kv_storage st) 
 
 int main(int argc, char** argv) {
   std::vector<int> ctxs = {128, 600, 2048}, rows = {1, 5, 9}, heads = {1, 3};
-  int hd = 64, layers = 1;
+  int hd = 64, layers = 1, bs = 16;
   kv_storage st = kv_storage::f16;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -78,10 +80,11 @@ int main(int argc, char** argv) {
     else if (a == "--heads" && i + 1 < argc) heads = parse_list(argv[++i]);
     else if (a == "--hd" && i + 1 < argc) hd = std::max(1, std::atoi(argv[++i]));
     else if (a == "--layers" && i + 1 < argc) layers = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--bs" && i + 1 < argc) bs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--f32") st = kv_storage::f32;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else {
-      std::fprintf(stderr, "usage: attn-bench [--ctx 128,600,2048] [--rows 1,5,9] [--heads 1,3] [--hd 64] [--layers 1] [--f32] [--json FILE]\n");
+      std::fprintf(stderr, "usage: attn-bench [--ctx 128,600,2048] [--rows 1,5,9] [--heads 1,3] [--hd 64] [--layers 1] [--bs 16] [--f32] [--json FILE]\n");
       return 2;
     }
   }
@@ -90,7 +93,7 @@ int main(int argc, char** argv) {
   for (int c : ctxs)
     for (int r : rows)
       for (int h : heads) {
-        cells.push_back(time_cell(c, r, h, hd, layers, st));
+        cells.push_back(time_cell(c, r, h, hd, layers, bs, st));
         const cell& x = cells.back();
         std::printf("%8d %6d %6d %12.2f %12.2f\n", x.ctx, x.rows, x.heads, x.us, x.gmacs);
         std::fflush(stdout);
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attn-bench: cannot write %s\n", json);
       return 1;
     }
-    std::fprintf(f, "{\"hd\": %d, \"layers\": %d, \"storage\": \"%s\", \"cells\": [", hd, layers, st == kv_storage::f16 ? "f16" : "f32");
+    std::fprintf(f, "{\"hd\": %d, \"layers\": %d, \"block_size\": %d, \"storage\": \"%s\", \"cells\": [", hd, layers, bs, st == kv_storage::f16 ? "f16" : "f32");
     for (size_t i = 0; i < cells.size(); ++i)
       std::fprintf(f, "%s{\"ctx\": %d, \"rows\": %d, \"heads\": %d, \"us\": %.3f, \"gmac_s\": %.3f}", i ? ", " : "", cells[i].ctx,
                    cells[i].rows, cells[i].heads, cells[i].us, cells[i].gmacs);
