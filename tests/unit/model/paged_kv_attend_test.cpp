@@ -115,19 +115,22 @@ BOOST_AUTO_TEST_CASE(attend_matches_scalar_reference) {
 BOOST_AUTO_TEST_CASE(a_head_gives_the_same_bits_alone_or_grouped) {
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (int32_t n_q : {3, 20})  // 20 heads of 64 exceed one call's 16 and are split
-    for (bool f16 : {false, true})
-      for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
-        const int32_t hd = 64, bs = 16, pos = 40;
-        fixture fx(bs, hd, pos + 1, rng, st);
-        std::vector<float> q(static_cast<size_t>(n_q * hd)), grouped(q.size()), alone(q.size());
-        for (float& x : q) x = g(rng);
-        fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), f16);
-        for (int32_t i = 0; i < n_q; ++i)
-          fx.kv.attend(0, fx.table.data(), pos, 0, 1, &q[static_cast<size_t>(i * hd)], 0.125f,
-                       &alone[static_cast<size_t>(i * hd)], f16);
-        BOOST_TEST(grouped == alone, name(st) << " n_q " << n_q << " f16 " << f16);
-      }
+  // P · V takes a call's heads three at a time, 32 dimensions a pass: 2, 3 and 20 heads (groups
+  // of 3 and a last 2), head sizes with and without a remainder past the passes.
+  for (int32_t hd : {64, 24, 130})
+    for (int32_t n_q : {2, 3, 20})
+      for (bool f16 : {false, true})
+        for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+          const int32_t bs = 16, pos = 40;
+          fixture fx(bs, hd, pos + 1, rng, st);
+          std::vector<float> q(static_cast<size_t>(n_q * hd)), grouped(q.size()), alone(q.size());
+          for (float& x : q) x = g(rng);
+          fx.kv.attend(0, fx.table.data(), pos, 0, n_q, q.data(), 0.125f, grouped.data(), f16);
+          for (int32_t i = 0; i < n_q; ++i)
+            fx.kv.attend(0, fx.table.data(), pos, 0, 1, &q[static_cast<size_t>(i * hd)], 0.125f,
+                         &alone[static_cast<size_t>(i * hd)], f16);
+          BOOST_TEST(grouped == alone, name(st) << " hd " << hd << " n_q " << n_q << " f16 " << f16);
+        }
 }
 
 // Several consecutive rows of one sequence in one call (a prompt chunk, a decode with drafts):
