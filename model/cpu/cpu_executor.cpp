@@ -257,12 +257,12 @@ void cpu_executor::attention_block(int32_t l) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn_.resize(static_cast<size_t>(T) * nq);
   // A work item is a run of up to `run` consecutive rows of one sequence (a prompt chunk, a
-  // decode with drafts) and the query heads of one kv head: every chunk of keys and V row it
-  // reads is read once for all of them. One query head an item only where that spreads the
-  // work over more threads than it adds: an item of h heads costs about 2 + h one-head units
-  // (attn-bench: 1 row at 400 positions, 1 / 3 heads 4.5 / 7.1 us), so one decode on 2 threads
-  // takes its 3 kv heads as 3 items, on 16 threads its 9 heads as 9. A row's result does not
-  // depend on the grouping.
+  // decode with drafts) and the query heads of one kv head: every chunk of keys it reads is read
+  // once for all of them, each V row once a row (for its heads). One query head an item only
+  // where that spreads the work over more threads than it adds: an item of h heads costs about
+  // 2 + h one-head units (attn-bench: 1 row at 400 positions, 1 / 3 heads 4.5 / 7.1 us), so one
+  // decode on 2 threads takes its 3 kv heads as 3 items, on 16 threads its 9 heads as 9. A row's
+  // result does not depend on the grouping.
   const int64_t threads = pool_.size();
   const auto rounds = [&](int64_t items) { return (items + threads - 1) / threads; };
   int32_t heads = group, run = 1;
