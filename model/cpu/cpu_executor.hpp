@@ -51,6 +51,10 @@ struct cpu_executor_options {
   /// same bits, faster loads) and let the file's pages of them go. Off: read the mapping.
   /// Default on; CONVEYOR_PACK_WEIGHTS=0 in the environment turns it off (A/B benchmarks).
   bool pack_weights = qmm_pack_by_default();
+  /// Attention work items: a run of rows with all its kv heads where the cost model allows (the
+  /// default), or never (one kv head's query heads an item, the earlier shape: A/B benchmarks,
+  /// step-bench --against kv-head-items). The same bits either way.
+  bool attention_whole_runs = true;
 };
 
 class cpu_executor final : public executor {
@@ -91,6 +95,7 @@ private:
   std::string kv_sizing_;
   std::unique_ptr<paged_kv> kv_;
   bool match_llama_cpp_ = true;
+  bool whole_runs_ = true;
   spinning_pool pool_;
   cpu_matmul mm_;
 

@@ -3,7 +3,8 @@
 //
 //   k: (n_layer, num_blocks, n_head_kv, head_dim, block_size): each block's keys transposed, so
 //      that a vector holds one dimension of consecutive keys (attn_kernels.hpp: keys in lanes)
-//   v: (n_layer, num_blocks, block_size, n_head_kv, head_dim)
+//   v: (n_layer, num_blocks, n_head_kv, block_size, head_dim): a kv head's values of a block in
+//      one piece, as its keys are (the attention of one kv head reads both as whole pieces)
 //   both either IEEE half (kv_storage::f16, llama.cpp's F16 KV cache, half the memory) or f32
 //   (kv_storage::f32, values as stored: the exact mode that the double-precision tests compare
 //   against)
@@ -59,6 +60,14 @@ public:
   /// Row r's result is bit for bit that of attend() at position pos0 + r alone.
   void attend(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
               const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, bool fp16_inputs) const;
+  /// The same for `n_kv` consecutive kv heads from kv_head0, each with its `n_q` query heads (row
+  /// r's queries of kv head kv_head0 + h at q + r * q_stride + h * n_q * head_dim, its results
+  /// likewise from out): a block's keys and values of all of them are read in one sweep (on hosts
+  /// where a cache miss costs most, about twice the bandwidth of one kv head's pieces in turn).
+  /// Each head's result is bit for bit that of the single-head call.
+  void attend_heads(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head0, int32_t n_kv,
+                    int32_t n_q, const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride,
+                    bool fp16_inputs) const;
 
 private:
   /// Where block b of `layer` starts in k and in v.

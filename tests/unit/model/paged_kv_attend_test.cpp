@@ -1,8 +1,8 @@
 // paged_kv::attend (keys in lanes, GQA heads sharing each K/V row, block-wise walk) against a
 // straightforward double reference on random data: head sizes with and without a vector tail,
 // block sizes that do and do not divide the context, a shuffled block table, the fp16-inputs
-// path, and bit-identical results for a head whether it is attended alone or in a group, and for
-// a row alone or with the rows after it; all for both storages. The f16 storage against the f32 one holding the same values (bit for bit), store /
+// path, and bit-identical results for a head whether it is attended alone or in a group, for a
+// kv head alone or with the others, and for a row alone or with the rows after it; all for both storages. The f16 storage against the f32 one holding the same values (bit for bit), store /
 // load round trips, and the pool's size.
 #include <boost/test/unit_test.hpp>
 
@@ -32,8 +32,8 @@ struct fixture {
 
   // Random fp16-representable K and V everywhere, so both storages hold the same values.
   fixture(int32_t block_size, int32_t head_dim, int32_t positions, std::mt19937& rng, kv_storage st,
-          cpu_isa isa = cpu_best_isa())
-      : blocks((positions + block_size - 1) / block_size + 3), bs(block_size), hd(head_dim),
+          cpu_isa isa = cpu_best_isa(), int32_t kv_heads = 2)
+      : blocks((positions + block_size - 1) / block_size + 3), bs(block_size), n_kv(kv_heads), hd(head_dim),
         kv(layers, blocks, block_size, n_kv, head_dim, st, isa), table(static_cast<size_t>(blocks)) {
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
@@ -131,6 +131,39 @@ BOOST_AUTO_TEST_CASE(a_head_gives_the_same_bits_alone_or_grouped) {
                          &alone[static_cast<size_t>(i * hd)], f16);
           BOOST_TEST(grouped == alone, name(st) << " hd " << hd << " n_q " << n_q << " f16 " << f16);
         }
+}
+
+// Several kv heads in one call (attend_heads, a block's pieces of every head in one sweep): each
+// head's rows bit for bit those of the head attended alone; 2, 3 and 12 kv heads (12 x 3 queries
+// pass what one call takes: the heads go one by one), rows split across calls, block sizes that
+// give 4, 2 or 1 blocks a score call and the scalar lanes, strided queries and results.
+BOOST_AUTO_TEST_CASE(kv_heads_give_the_same_bits_together_or_alone) {
+  std::mt19937 rng(37);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int32_t n_kv : {2, 3, 12})
+    for (int32_t bs : {16, 8, 32, 5})
+      for (int32_t hd : {64, 24})
+        for (int32_t n_q : {1, 3})
+          for (int32_t n_rows : {1, 3, 6})
+            for (int32_t pos0 : {0, 17, 70})
+              for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+                const bool f16 = pos0 != 17;
+                fixture fx(bs, hd, pos0 + n_rows, rng, st, cpu_best_isa(), n_kv);
+                const int32_t width = n_kv * n_q * hd, q_stride = width + 5, out_stride = width + 3;
+                std::vector<float> q(static_cast<size_t>(n_rows * q_stride)), together(static_cast<size_t>(n_rows * out_stride), NAN),
+                    alone(together.size(), NAN);
+                for (float& x : q) x = g(rng);
+                fx.kv.attend_heads(1, fx.table.data(), pos0, n_rows, 0, n_kv, n_q, q.data(), q_stride, 0.3f, together.data(),
+                                   out_stride, f16);
+                for (int32_t h = 0; h < n_kv; ++h)
+                  fx.kv.attend(1, fx.table.data(), pos0, n_rows, h, n_q, &q[static_cast<size_t>(h * n_q * hd)], q_stride, 0.3f,
+                               &alone[static_cast<size_t>(h * n_q * hd)], out_stride, f16);
+                for (int32_t r = 0; r < n_rows; ++r)
+                  BOOST_TEST(std::memcmp(&together[static_cast<size_t>(r * out_stride)], &alone[static_cast<size_t>(r * out_stride)],
+                                         sizeof(float) * static_cast<size_t>(width)) == 0,
+                             name(st) << " kv " << n_kv << " bs " << bs << " hd " << hd << " n_q " << n_q << " rows " << n_rows
+                                      << " pos0 " << pos0 << " row " << r);
+              }
 }
 
 // Several consecutive rows of one sequence in one call (a prompt chunk, a decode with drafts):
@@ -329,7 +362,8 @@ BOOST_AUTO_TEST_CASE(block_bytes_and_pool_memory) {
 }
 
 // The pool is reserved, not touched: nothing is resident until a position is written, a write
-// commits only the pages around it (one K and one V row per layer), and reading commits nothing.
+// commits only pages of its block (K and V of every kv head, spread over the block's piece of each
+// layer), and reading commits nothing.
 BOOST_AUTO_TEST_CASE(memory_is_committed_as_positions_are_written) {
   const int32_t n_layer = 4, blocks = 2048, block_size = 16, n_kv = 2, hd = 64;
   for (kv_storage s : {kv_storage::f16, kv_storage::f32}) {
@@ -339,12 +373,13 @@ BOOST_AUTO_TEST_CASE(memory_is_committed_as_positions_are_written) {
     BOOST_TEST(kv.resident_bytes() == 0);
     std::vector<float> k(n_kv * hd, 0.5f), v(n_kv * hd, -0.25f), out_k(k.size()), out_v(v.size());
     for (int32_t layer = 0; layer < n_layer; ++layer) kv.store(layer, 1000, 3, k.data(), v.data());
-    const int64_t page = 4096;
+    const int64_t page = 4096, piece = paged_kv::block_bytes(1, block_size, n_kv, hd, s) / 2;  // K (or V) of a block and layer
+    const int64_t most = 2 * n_layer * (piece / page + 1) * page;  // a piece may straddle one more page
     BOOST_TEST(kv.resident_bytes() > 0);
-    BOOST_TEST(kv.resident_bytes() <= 2 * n_layer * 2 * page);  // a row may straddle two pages
+    BOOST_TEST(kv.resident_bytes() <= most);
     kv.load(0, 7, 0, out_k.data(), out_v.data());  // never written: zeros, and nothing committed
     BOOST_TEST(out_k[0] == 0.0f);
-    BOOST_TEST(kv.resident_bytes() <= 2 * n_layer * 2 * page);
+    BOOST_TEST(kv.resident_bytes() <= most);
     kv.load(2, 1000, 3, out_k.data(), out_v.data());
     BOOST_TEST(out_k[5] == 0.5f);
     BOOST_TEST(out_v[5] == -0.25f);
