@@ -26,7 +26,7 @@ struct step_bench_opts {
   std::string model = "smollm2";
   std::vector<int32_t> batches{1, 8, 32, 128};
   std::vector<int32_t> drafts;
-  int32_t context = 128, steps = 16, prompt_len = 512, draft_seqs = 1, block_size = 16;
+  int32_t context = 128, steps = 16, prompt_len = 512, draft_seqs = 1, block_size = 16, against_drafts = 0;
   std::string json_path;
   int32_t threads = 0;
   std::string cpu_math = "fast";
@@ -36,8 +36,9 @@ struct step_bench_opts {
 // --against: a second executor that differs in one setting, and the decode steps of both at each
 // batch in turn (a step of each, each first every other time), so that the host's slow moments
 // hit both alike: their medians, the geometric mean of the paired ratios and how often the first won.
-// `same` changes nothing: what two equal executors differ by on this host (their memory's placement
-// alone has given up to 5%) is the floor below which a ratio means nothing.
+// With --against-drafts K every sequence verifies K drafts a step (1 + K rows). `same` changes
+// nothing: what two equal executors differ by on this host (their memory's placement alone has
+// given up to 5%) is the floor below which a ratio means nothing.
 bool apply_against(const std::string& spec, model::cpu_executor_options& eo) {
   if (spec == "same") return true;
   if (spec == "kv-head-items") {
@@ -55,11 +56,12 @@ void time_against(const model::gguf_file& file, int32_t per_seq, const step_benc
                   int32_t max_b, nlohmann::json& out) {
   model::cpu_executor ex(file, eo);  // both new, built one after the other
   apply_against(o.against, eo);
-  const int32_t per_seq2 = (std::max(o.context + o.steps, o.prompt_len) + eo.block_size - 1) / eo.block_size;
+  const int32_t k = o.against_drafts;
+  const int32_t per_seq2 = (std::max(o.context + o.steps + k, o.prompt_len) + eo.block_size - 1) / eo.block_size;
   eo.num_kv_blocks = per_seq2 * max_b;
   model::cpu_executor other(file, eo);
   const int32_t vocab = ex.info().vocab_size;
-  std::printf("\nagainst %s: decode steps of both in turn\n%8s %12s %12s %12s %10s\n", o.against.c_str(), "batch", "ms", "against ms",
+  std::printf("\nagainst %s: decode steps (%d drafts each) of both in turn\n%8s %12s %12s %12s %10s\n", o.against.c_str(), k, "batch", "ms", "against ms",
               "geo ratio", "faster");
   for (int32_t b : o.batches) {
     time_step_ms(ex, make_bench_plan(b, 0, o.context, per_seq, vocab));  // fill the contexts
@@ -68,8 +70,13 @@ void time_against(const model::gguf_file& file, int32_t per_seq, const step_benc
     double log_ratio = 0;
     int32_t wins = 0;
     for (int32_t s = 0; s < o.steps; ++s) {
-      const auto one = [&] { a.push_back(time_step_ms(ex, make_bench_plan(b, o.context + s, 1, per_seq, vocab))); };
-      const auto two = [&] { z.push_back(time_step_ms(other, make_bench_plan(b, o.context + s, 1, per_seq2, vocab))); };
+      const auto plan = [&](int32_t blocks) {
+        step_plan p = make_bench_plan(b, o.context + s, 1 + k, blocks, vocab);
+        for (auto& q : p.seqs) q.num_drafts = k;
+        return p;
+      };
+      const auto one = [&] { a.push_back(time_step_ms(ex, plan(per_seq))); };
+      const auto two = [&] { z.push_back(time_step_ms(other, plan(per_seq2))); };
       if (s % 2 == 0) one(), two();  // each goes first every other step
       else two(), one();
       log_ratio += std::log(a.back() / z.back());
@@ -80,7 +87,7 @@ void time_against(const model::gguf_file& file, int32_t per_seq, const step_benc
     const double ratio = std::exp(log_ratio / o.steps);
     std::printf("%8d %12.2f %12.2f %12.3f %6d/%-3d\n", b, a[a.size() / 2], z[z.size() / 2], ratio, wins, o.steps);
     out["against"].push_back({{"setting", o.against}, {"batch", b}, {"step_ms", a[a.size() / 2]},
-                              {"against_step_ms", z[z.size() / 2]}, {"geo_ratio", ratio}, {"faster", wins}, {"steps", o.steps}});
+                              {"against_step_ms", z[z.size() / 2]}, {"geo_ratio", ratio}, {"faster", wins}, {"steps", o.steps}, {"drafts", k}});
   }
 }
 
@@ -122,7 +129,8 @@ int run_step_bench(const step_bench_opts& o) {
   for (int32_t k : o.drafts) max_drafts = std::max(max_drafts, k);
   model::cpu_executor_options eo;
   eo.block_size = o.block_size;
-  const int32_t per_seq = (std::max(o.context + std::max(o.steps, max_drafts + 1), o.prompt_len) + eo.block_size - 1) / eo.block_size;
+  const int32_t per_seq =
+      (std::max(o.context + std::max(o.steps, max_drafts + 1) + o.against_drafts, o.prompt_len) + eo.block_size - 1) / eo.block_size;
   eo.num_kv_blocks = per_seq * max_b;
   eo.threads = o.threads;
   eo.math = model::parse_cpu_math(o.cpu_math);
@@ -179,6 +187,8 @@ void register_step_bench(CLI::App& app, int& exit_code) {
         model::cpu_executor_options eo;
         return apply_against(v, eo) ? std::string() : "expected kv-head-items, block-size=N (N in 1..256) or same";
       });
+  cmd->add_option("--against-drafts", o->against_drafts, "--against: each sequence verifies this many drafts a step")
+      ->check(CLI::Range(0, 64))->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
 }
 
