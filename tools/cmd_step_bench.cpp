@@ -7,10 +7,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 
 #include "model/cpu/cpu_executor.hpp"
 #include "model/formats/gguf.hpp"
@@ -45,9 +46,11 @@ bool apply_against(const std::string& spec, model::cpu_executor_options& eo) {
     eo.attention_whole_runs = false;
     return true;
   }
-  if (spec.rfind("block-size=", 0) == 0) {
-    eo.block_size = std::atoi(spec.c_str() + 11);
-    return eo.block_size >= 1 && eo.block_size <= 256;
+  constexpr std::string_view prefix = "block-size=";
+  if (spec.starts_with(prefix)) {
+    const char* end = spec.data() + spec.size();
+    const auto [at, err] = std::from_chars(spec.data() + prefix.size(), end, eo.block_size);
+    return err == std::errc() && at == end && eo.block_size >= 1 && eo.block_size <= 256;
   }
   return false;
 }
@@ -61,8 +64,8 @@ void time_against(const model::gguf_file& file, int32_t per_seq, const step_benc
   eo.num_kv_blocks = per_seq2 * max_b;
   model::cpu_executor other(file, eo);
   const int32_t vocab = ex.info().vocab_size;
-  std::printf("\nagainst %s: decode steps (%d drafts each) of both in turn\n%8s %12s %12s %12s %10s\n", o.against.c_str(), k, "batch", "ms", "against ms",
-              "geo ratio", "faster");
+  std::printf("\nagainst %s: decode steps (%d drafts each) of both in turn\n%8s %12s %12s %12s %10s\n", o.against.c_str(), k,
+              "batch", "ms", "against ms", "geo ratio", "faster");
   for (int32_t b : o.batches) {
     time_step_ms(ex, make_bench_plan(b, 0, o.context, per_seq, vocab));  // fill the contexts
     time_step_ms(other, make_bench_plan(b, 0, o.context, per_seq2, vocab));
@@ -86,8 +89,8 @@ void time_against(const model::gguf_file& file, int32_t per_seq, const step_benc
     std::sort(z.begin(), z.end());
     const double ratio = std::exp(log_ratio / o.steps);
     std::printf("%8d %12.2f %12.2f %12.3f %6d/%-3d\n", b, a[a.size() / 2], z[z.size() / 2], ratio, wins, o.steps);
-    out["against"].push_back({{"setting", o.against}, {"batch", b}, {"step_ms", a[a.size() / 2]},
-                              {"against_step_ms", z[z.size() / 2]}, {"geo_ratio", ratio}, {"faster", wins}, {"steps", o.steps}, {"drafts", k}});
+    out["against"].push_back({{"setting", o.against}, {"batch", b}, {"drafts", k}, {"step_ms", a[a.size() / 2]},
+                              {"against_step_ms", z[z.size() / 2]}, {"geo_ratio", ratio}, {"faster", wins}, {"steps", o.steps}});
   }
 }
 

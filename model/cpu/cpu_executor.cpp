@@ -276,8 +276,8 @@ void cpu_executor::attention_block(int32_t l) {
   }
   // A run and all its kv heads make one item (attend_heads: a block's K and V pieces of every head
   // read in one sweep) where the same cost model says that is no slower: so from as many runs as
-  // threads on 2 threads. Measured there (decodes at 500 positions, step-bench, the two ways in
-  // turn): steps 7% faster at batch 2, 13-16% at 4 and 8, 19-21% at 24 and 32 (docs/benchmarks.md).
+  // threads on 2 threads. Measured there (decodes at 500 positions, `step-bench --against
+  // kv-head-items`): steps 12% faster at batch 2, 14-16% at 4 to 24, 19% at 32 (docs/benchmarks.md).
   const int64_t n_runs = static_cast<int64_t>(runs_.size());
   const bool whole = whole_runs_ && rounds(n_runs) * (2 + cfg_.n_head) <= rounds(n_runs * (cfg_.n_head / heads)) * (2 + heads);
   const int32_t items = whole ? 1 : cfg_.n_head / heads;

@@ -174,6 +174,33 @@ BOOST_AUTO_TEST_CASE(an_unwritable_output_file_exits_with_code_2) {
   std::filesystem::remove(tiny);
 }
 
+// step-bench's paired comparison and verification table: the rows come out (JSON included) for
+// every setting it takes, and a setting it does not take is refused at the start, naming them.
+BOOST_AUTO_TEST_CASE(step_bench_against_and_draft_sequences) {
+  const std::string tiny = temp_file("tiny-against.gguf");
+  model::write_tiny_llama(tiny, model::tiny_config_a());
+  const std::string json = temp_file("against.json");
+  const std::string args = "step-bench --model " + tiny + " --batches 1,3 --steps 2 --prompt-len 4 --context 20 --threads 2 ";
+  for (const std::string against : {"same", "kv-head-items", "block-size=8"}) {
+    const run_result r = run_conveyor(args + "--against " + against + " --against-drafts 2 --drafts 3 --draft-seqs 3 --json " + json);
+    BOOST_TEST(r.code == 0, r.output);
+    BOOST_TEST(r.output.find("against " + against + ": decode steps (2 drafts each)") != std::string::npos, r.output);
+    BOOST_TEST(r.output.find("3 sequence(s) verifying k drafts each") != std::string::npos, r.output);
+    std::ifstream in(json);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    BOOST_TEST(text.find("\"against\"") != std::string::npos);
+    BOOST_TEST(text.find("\"geo_ratio\"") != std::string::npos);
+    BOOST_TEST(text.find("\"seqs\": 3") != std::string::npos, text);
+  }
+  for (const std::string bad : {"faster", "block-size=0", "block-size=8x"}) {
+    const run_result r = run_conveyor(args + "--against " + bad);
+    BOOST_TEST(r.code == 2, r.output);
+    BOOST_TEST(r.output.find("expected kv-head-items, block-size=N (N in 1..256) or same") != std::string::npos, r.output);
+  }
+  std::filesystem::remove(json);
+  std::filesystem::remove(tiny);
+}
+
 // The sockets are bound before the model loads: with a taken port and a file that is no model,
 // the error is the port's (it comes at once, not after loading a model).
 BOOST_AUTO_TEST_CASE(a_taken_port_fails_before_the_model_loads) {

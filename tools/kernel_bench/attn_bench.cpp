@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "attn-bench: cannot write %s\n", json);
       return 1;
     }
-    std::fprintf(f, "{\"hd\": %d, \"layers\": %d, \"block_size\": %d, \"storage\": \"%s\", \"cells\": [", hd, layers, bs, st == kv_storage::f16 ? "f16" : "f32");
+    const char* kv = mode == kv_mode::one ? "one" : mode == kv_mode::each ? "each" : "sweep";
+    std::fprintf(f, "{\"hd\": %d, \"layers\": %d, \"block_size\": %d, \"storage\": \"%s\", \"kv\": \"%s\", \"cells\": [", hd, layers, bs,
+                 st == kv_storage::f16 ? "f16" : "f32", kv);
     for (size_t i = 0; i < cells.size(); ++i)
       std::fprintf(f, "%s{\"ctx\": %d, \"rows\": %d, \"heads\": %d, \"us\": %.3f, \"gmac_s\": %.3f}", i ? ", " : "", cells[i].ctx,
                    cells[i].rows, cells[i].heads, cells[i].us, cells[i].gmacs);
