@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
     else if (a == "--hd" && i + 1 < argc) hd = std::max(1, std::atoi(argv[++i]));
     else if (a == "--layers" && i + 1 < argc) layers = std::max(1, std::atoi(argv[++i]));
     else if (a == "--bs" && i + 1 < argc) bs = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--kv" && i + 1 < argc && std::string(argv[i + 1]) == "each") mode = kv_mode::each, ++i;
-    else if (a == "--kv" && i + 1 < argc && std::string(argv[i + 1]) == "sweep") mode = kv_mode::sweep, ++i;
+    else if (a == "--kv" && i + 1 < argc && (std::string(argv[i + 1]) == "each" || std::string(argv[i + 1]) == "sweep"))
+      mode = std::string(argv[++i]) == "each" ? kv_mode::each : kv_mode::sweep;
     else if (a == "--f32") st = kv_storage::f32;
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else {
