@@ -59,11 +59,12 @@ PB_AVX512 int32_t dpbusd256(long n) {
 PB_AVX2 int32_t maddubs256(long n) {  // u8 x s8 pairs to int16: 32 multiply-adds an instruction
   __m256i a[kChains];
   for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_epi16(static_cast<int16_t>(i));
-  __m256i x = _mm256_set1_epi8(1);
-  const __m256i y = _mm256_set1_epi8(1);
+  __m256i y = _mm256_set1_epi8(1);
+  // Each chain feeds its own result back as the unsigned bytes: a shared maddubs(x, y) added to
+  // every chain would be computed once an iteration (GCC did: one maddubs and 12 adds).
   for (long k = 0; k < n; ++k) {
-    for (int i = 0; i < kChains; ++i) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(x, y));
-    __asm__ volatile("" : "+v"(x));
+    for (int i = 0; i < kChains; ++i) a[i] = _mm256_maddubs_epi16(a[i], y);
+    __asm__ volatile("" : "+v"(y));
   }
   __m256i s = a[0];
   for (int i = 1; i < kChains; ++i) s = _mm256_add_epi16(s, a[i]);
