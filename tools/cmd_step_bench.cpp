@@ -46,12 +46,13 @@ bool apply_against(const std::string& spec, model::cpu_executor_options& eo) {
     eo.attention_whole_runs = false;
     return true;
   }
-  constexpr std::string_view prefix = "block-size=";
-  if (spec.starts_with(prefix)) {
+  const auto number = [&](std::string_view prefix, int32_t& v, int32_t lo, int32_t hi) {
     const char* end = spec.data() + spec.size();
-    const auto [at, err] = std::from_chars(spec.data() + prefix.size(), end, eo.block_size);
-    return err == std::errc() && at == end && eo.block_size >= 1 && eo.block_size <= 256;
-  }
+    const auto [at, err] = std::from_chars(spec.data() + prefix.size(), end, v);
+    return err == std::errc() && at == end && v >= lo && v <= hi;
+  };
+  if (spec.starts_with("block-size=")) return number("block-size=", eo.block_size, 1, 256);
+  if (spec.starts_with("split-keys=")) return number("split-keys=", eo.attention_split_keys, 0, 1 << 20);
   return false;
 }
 
@@ -185,10 +186,11 @@ void register_step_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"fast", "exact"}))->capture_default_str();
   cmd->add_option("--against", o->against,
                   "Also time the decode steps against a second executor, in turn: kv-head-items (attention an item a kv "
-                  "head), block-size=N or same (the method's noise)")
+                  "head), block-size=N, split-keys=N (a lone run's attention split from N positions; 0 never) or same "
+                  "(the method's noise)")
       ->check([](const std::string& v) {
         model::cpu_executor_options eo;
-        return apply_against(v, eo) ? std::string() : "expected kv-head-items, block-size=N (N in 1..256) or same";
+        return apply_against(v, eo) ? std::string() : "expected kv-head-items, block-size=N (N in 1..256), split-keys=N (N in 0..1048576) or same";
       });
   cmd->add_option("--against-drafts", o->against_drafts, "--against: each sequence verifies this many drafts a step")
       ->check(CLI::Range(0, 64))->capture_default_str();

@@ -39,6 +39,8 @@ cpu_executor::cpu_executor(const gguf_file& f, const cpu_executor_options& o)
   if (o.block_size <= 0 || o.block_size > 1024) throw model_error("block_size must be in 1..1024");
   match_llama_cpp_ = o.match_llama_cpp;
   whole_runs_ = o.attention_whole_runs;
+  if (o.attention_split_keys < 0) throw model_error("attention_split_keys must be >= 0 (0: never split)");
+  split_keys_ = o.attention_split_keys;
   const kv_storage storage = match_llama_cpp_ ? kv_storage::f16 : kv_storage::f32;
   info_.max_model_len = o.max_model_len > 0 ? std::min(o.max_model_len, cfg_.n_ctx_train) : cfg_.n_ctx_train;
   const int64_t per_block = paged_kv::block_bytes(cfg_.n_layer, o.block_size, cfg_.n_head_kv, cfg_.head_dim, storage);
@@ -278,6 +280,10 @@ void cpu_executor::attention_block(int32_t l) {
   // read in one sweep) where the same cost model says that is no slower: so from as many runs as
   // threads on 2 threads. Measured there (decodes at 500 positions, `step-bench --against
   // kv-head-items`): steps 12% faster at batch 2, 14-16% at 4 to 24, 19% at 32 (docs/benchmarks.md).
+  if (attention_split(l, width, scale, heads == group)) {
+    project(attn_.data(), L.wo, x_.data(), T, true);  // x += attn · Wo^T
+    return;
+  }
   const int64_t n_runs = static_cast<int64_t>(runs_.size());
   const bool whole = whole_runs_ && rounds(n_runs) * (2 + cfg_.n_head) <= rounds(n_runs * (cfg_.n_head / heads)) * (2 + heads);
   const int32_t items = whole ? 1 : cfg_.n_head / heads;

@@ -55,6 +55,11 @@ struct cpu_executor_options {
   /// default), or never (one kv head's query heads an item, the earlier shape: A/B benchmarks,
   /// step-bench --against kv-head-items). The same bits either way.
   bool attention_whole_runs = true;
+  /// Runs of rows reaching this many positions, where their kv heads make fewer items than two a
+  /// thread, score ranges of keys on every thread before their softmax and P · V
+  /// (cpu_attention_split.cpp; measured gains from ~2000 positions). 0: never (A/B runs:
+  /// step-bench --against split-keys=0). The same bits either way.
+  int32_t attention_split_keys = 2048;
 };
 
 class cpu_executor final : public executor {
@@ -87,6 +92,10 @@ private:
   void fill_masks(std::span<const scheduled_seq* const> row_seqs);
   /// C(m, w.rows()) = A(m, w.k()) · W^T (+ C when accumulate).
   void project(const float* a, const qmatrix& w, float* c, int32_t m, bool accumulate);
+  /// Layer l's attention of runs_ in two rounds (cpu_attention_split.cpp) where that spreads it
+  /// over more threads; false (nothing done) where whole items do, or where the cost model took
+  /// query heads as items (`by_kv_head` false: many threads).
+  bool attention_split(int32_t l, int32_t width, float scale, bool by_kv_head);
 
   llama_config cfg_;
   llama_weights w_;
@@ -96,6 +105,7 @@ private:
   std::unique_ptr<paged_kv> kv_;
   bool match_llama_cpp_ = true;
   bool whole_runs_ = true;
+  int32_t split_keys_ = 2048;
   spinning_pool pool_;
   cpu_matmul mm_;
 
@@ -109,6 +119,8 @@ private:
   std::vector<sampler_scratch> scratch_;  // one per pool thread
   std::vector<const scheduled_seq*> row_seqs_;    // the sequence of each sampled row
   std::vector<std::pair<int32_t, int32_t>> runs_;  // attention: (first row, rows) of one sequence
+  std::vector<float> split_scores_;                // attention_split: the runs' scores
+  std::vector<int64_t> split_at_;                  // where each run's scores start in split_scores_
   std::vector<std::vector<uint32_t>> masks_;      // each sampled row's grammar mask
 };
 

@@ -55,77 +55,110 @@ void softmax(float* s, int32_t n, bool fp16_out) {
   for (int32_t j = nv; j < n; ++j) s[j] = tail[j - nv];
 }
 
-// paged_kv::attend for n_rows * n_kv * n_q <= one call's queries over one layer's K and V (k, v:
-// its block 0; block b starts per_block values further on). Query (h, r, i): kv head kv_head0 + h,
-// row r (position pos0 + r, causal over 0..pos0 + r) and that kv head's query head i. Scores:
-// keys in lanes (attn_kernels.hpp) over every block up to the last row's position, each chunk of
-// keys read once for every query of its kv head; then each query's softmax over its own
-// positions, and P · V block by block (a row's heads together, each V vector loaded once for
-// them). Several kv heads go block by block (a few blocks' keys of each head in turn, then each
-// block's values of each head), so that a block's pieces of K and of V are read in one sweep.
-// A query's operations, in order, are those of the query alone.
+// One layer's K and V (k, v: its block 0; block b starts per_block values further on) as seen by
+// the rows pos0 .. pos0 + n_rows - 1 of one sequence and kv heads kv_head0 .. + n_kv - 1, with
+// n_rows * n_kv * n_q <= max_queries. Query (h, r, i): kv head kv_head0 + h, row r (position
+// pos0 + r, causal over 0..pos0 + r) and that kv head's query head i.
 template <class T>
-void attend_rows(cpu_isa isa, const T* k, const T* v, int64_t per_block, int32_t hd, int32_t bs,
-                 const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head0, int32_t n_kv, int32_t n_q,
-                 const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride, bool fp16_inputs) {
-  const int32_t n_max = pos0 + n_rows, per_head = n_rows * n_q, nq = n_kv * per_head;
-  const auto query = [&](int32_t h, int32_t r, int32_t i) { return int64_t{h} * per_head + int64_t{r} * n_q + i; };
-  float qr[max_q_floats];  // the queries, contiguous (rounded to fp16 when asked: F16C, nearest even)
-  for (int32_t h = 0; h < n_kv; ++h)
-    for (int32_t r = 0; r < n_rows; ++r) {
-      const float* src = q + r * q_stride + int64_t{h} * n_q * hd;
-      float* dst = qr + query(h, r, 0) * hd;
+struct rows_view {
+  cpu_isa isa;
+  const T *k, *v;
+  int64_t per_block;
+  int32_t hd, bs;
+  const block_id* table;
+  int32_t pos0, n_rows, kv_head0, n_kv, n_q;
+  int64_t query(int32_t h, int32_t r, int32_t i) const { return (int64_t{h} * n_rows + r) * n_q + i; }
+};
+
+// The queries, contiguous in query() order (rounded to fp16 when asked: F16C, nearest even).
+template <class T>
+void gather_queries(const rows_view<T>& w, const float* q, int64_t q_stride, bool fp16_inputs, float* qr) {
+  const int32_t n = w.n_q * w.hd;
+  for (int32_t h = 0; h < w.n_kv; ++h)
+    for (int32_t r = 0; r < w.n_rows; ++r) {
+      const float* src = q + r * q_stride + int64_t{h} * n;
+      float* dst = qr + w.query(h, r, 0) * w.hd;
       int32_t d = 0;
-      for (; fp16_inputs && d + 8 <= n_q * hd; d += 8)
+      for (; fp16_inputs && d + 8 <= n; d += 8)
         _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-      for (; d < n_q * hd; ++d) dst[d] = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(src[d])) : src[d];
+      for (; d < n; ++d) dst[d] = fp16_inputs ? fp16_to_fp32(fp32_to_fp16(src[d])) : src[d];
     }
-  // Each query's scores, a row of n_max values and room for the last chunk's lanes past them.
-  const int32_t lanes = score_lanes(isa, bs);
-  const int64_t stride = n_max + lanes;
-  thread_local std::vector<float> scores;
+}
+
+// The scores of keys j_lo .. j_hi - 1 (j_lo a block's first key; j_hi past the last row's
+// position is cut there) into s + query(h, r, i) * stride + j: keys in lanes (attn_kernels.hpp),
+// each chunk of keys read once for every query of its kv head; the last chunk writes its lanes
+// past j_hi (stride leaves room). Several kv heads go a few blocks at a time (enough for the score
+// kernel's widest tile of chunks, 4), each head's in turn. A key's score depends on its query and
+// itself alone.
+template <class T>
+void score_range(const rows_view<T>& w, const float* qr, float scale, int32_t j_lo, int32_t j_hi, float* s, int64_t stride) {
+  const int32_t bs = w.bs, hd = w.hd, n_max = std::min(j_hi, w.pos0 + w.n_rows), per_head = w.n_rows * w.n_q;
+  const int32_t lanes = score_lanes(w.isa, bs);
   thread_local std::vector<const T*> chunks;
   thread_local std::vector<int32_t> starts;
-  if (scores.size() < static_cast<size_t>(nq * stride)) scores.resize(static_cast<size_t>(nq * stride));
-  // One kv head: every chunk in one call. Several: enough blocks a call for the score kernel's
-  // widest tile of chunks (4), each head's in turn.
-  const int32_t group = n_kv == 1 ? (n_max + bs - 1) / bs : std::max(1, 4 * lanes / bs);
-  for (int32_t j1 = 0; j1 < n_max; j1 += group * bs)
-    for (int32_t h = 0; h < n_kv; ++h) {
+  const int32_t group = w.n_kv == 1 ? (n_max - j_lo + bs - 1) / bs : std::max(1, 4 * lanes / bs);
+  for (int32_t j1 = j_lo; j1 < n_max; j1 += group * bs)
+    for (int32_t h = 0; h < w.n_kv; ++h) {
       chunks.clear();
       starts.clear();
-      const int64_t kt_off = int64_t{kv_head0 + h} * hd * bs;  // K^T of this kv head in a block: hd rows of bs slots
+      const int64_t kt_off = int64_t{w.kv_head0 + h} * hd * bs;  // K^T of this kv head in a block: hd rows of bs slots
       for (int32_t j0 = j1; j0 < std::min(n_max, j1 + group * bs); j0 += bs) {
-        const T* b = k + table[j0 / bs] * per_block + kt_off;
+        const T* b = w.k + w.table[j0 / bs] * w.per_block + kt_off;
         for (int32_t x = 0; x < std::min(bs, n_max - j0); x += lanes) {
           chunks.push_back(b + x);
           starts.push_back(j0 + x);
         }
       }
-      score_chunks(isa, lanes, chunks.data(), starts.data(), static_cast<int32_t>(chunks.size()), bs, hd,
-                   qr + query(h, 0, 0) * hd, per_head, scale, scores.data() + query(h, 0, 0) * stride, stride);
+      score_chunks(w.isa, lanes, chunks.data(), starts.data(), static_cast<int32_t>(chunks.size()), bs, hd,
+                   qr + w.query(h, 0, 0) * hd, per_head, scale, s + w.query(h, 0, 0) * stride, stride);
     }
-  for (int32_t h = 0; h < n_kv; ++h)
-    for (int32_t r = 0; r < n_rows; ++r)
-      for (int32_t i = 0; i < n_q; ++i) softmax(scores.data() + query(h, r, i) * stride, pos0 + r + 1, fp16_inputs);
-  // out = P · V, block by block (a block's rows are contiguous): its V rows stay in L1 for every
-  // query, and a row's heads share each V vector's load (accumulate_pv_group).
-  for (int32_t r = 0; r < n_rows; ++r) std::fill_n(out + r * out_stride, n_kv * n_q * hd, 0.0f);
+}
+
+// out = P · V (p: the softmax of each query's scores, at query(h, r, i) * stride), block by block:
+// a block's V rows stay in L1 for every query, and a row's heads share each V vector's load
+// (accumulate_pv_group).
+template <class T>
+void values(const rows_view<T>& w, const float* s, int64_t stride, float* out, int64_t out_stride) {
+  const int32_t bs = w.bs, hd = w.hd, n_max = w.pos0 + w.n_rows;
+  for (int32_t r = 0; r < w.n_rows; ++r) std::fill_n(out + r * out_stride, w.n_kv * w.n_q * hd, 0.0f);
   const float* p[max_queries];
   float* o[max_queries];
   for (int32_t j0 = 0; j0 < n_max; j0 += bs)
-    for (int32_t h = 0; h < n_kv; ++h) {
-      const T* b = v + table[j0 / bs] * per_block + int64_t{kv_head0 + h} * bs * hd;  // bs rows of hd
-      for (int32_t r = 0; r < n_rows; ++r) {
-        const int32_t len = std::min(bs, pos0 + r + 1 - j0);
+    for (int32_t h = 0; h < w.n_kv; ++h) {
+      const T* b = w.v + w.table[j0 / bs] * w.per_block + int64_t{w.kv_head0 + h} * bs * hd;  // bs rows of hd
+      for (int32_t r = 0; r < w.n_rows; ++r) {
+        const int32_t len = std::min(bs, w.pos0 + r + 1 - j0);
         if (len <= 0) continue;
-        for (int32_t i = 0; i < n_q; ++i) {
-          p[i] = scores.data() + query(h, r, i) * stride + j0;
-          o[i] = out + r * out_stride + int64_t{h * n_q + i} * hd;
+        for (int32_t i = 0; i < w.n_q; ++i) {
+          p[i] = s + w.query(h, r, i) * stride + j0;
+          o[i] = out + r * out_stride + int64_t{h * w.n_q + i} * hd;
         }
-        accumulate_pv_group(p, n_q, b, hd, len, o, hd);
+        accumulate_pv_group(p, w.n_q, b, hd, len, o, hd);
       }
     }
+}
+
+// paged_kv::attend for one rows_view: the scores of every key up to the last row's position, each
+// query's softmax over its own positions, then P · V. Several kv heads go block by block (a few
+// blocks' keys of each head in turn, then each block's values of each head), so that a block's
+// pieces of K and of V are read in one sweep. A query's operations, in order, are those of the
+// query alone.
+template <class T>
+void attend_rows(const rows_view<T>& w, const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride,
+                 bool fp16_inputs) {
+  const int32_t n_max = w.pos0 + w.n_rows, nq = w.n_kv * w.n_rows * w.n_q;
+  float qr[max_q_floats];
+  gather_queries(w, q, q_stride, fp16_inputs, qr);
+  // Each query's scores, a row of n_max values and room for the last chunk's lanes past them.
+  const int64_t stride = n_max + score_lanes(w.isa, w.bs);
+  thread_local std::vector<float> scores;
+  if (scores.size() < static_cast<size_t>(nq * stride)) scores.resize(static_cast<size_t>(nq * stride));
+  score_range(w, qr, scale, 0, n_max, scores.data(), stride);
+  for (int32_t h = 0; h < w.n_kv; ++h)
+    for (int32_t r = 0; r < w.n_rows; ++r)
+      for (int32_t i = 0; i < w.n_q; ++i) softmax(scores.data() + w.query(h, r, i) * stride, w.pos0 + r + 1, fp16_inputs);
+  values(w, scores.data(), stride, out, out_stride);
 }
 
 } // namespace
@@ -192,6 +225,18 @@ void paged_kv::load(int32_t layer, block_id b, int32_t slot, float* k, float* v)
   }
 }
 
+template <class F>
+void paged_kv::with_view(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head0, int32_t n_kv,
+                         int32_t n_q, const F& f) const {
+  const int64_t base = offset(layer, 0), per_block = int64_t{block_size_} * row_;
+  if (storage_ == kv_storage::f16)
+    f(rows_view<uint16_t>{isa_, k16_.data() + base, v16_.data() + base, per_block, head_dim_, block_size_, table, pos0, n_rows,
+                          kv_head0, n_kv, n_q});
+  else
+    f(rows_view<float>{isa_, k32_.data() + base, v32_.data() + base, per_block, head_dim_, block_size_, table, pos0, n_rows,
+                       kv_head0, n_kv, n_q});
+}
+
 void paged_kv::attend(int32_t layer, const block_id* table, int32_t pos, int32_t kv_head, int32_t n_q, const float* q,
                       float scale, float* out, bool fp16_inputs) const {
   attend(layer, table, pos, 1, kv_head, n_q, q, 0, scale, out, 0, fp16_inputs);
@@ -221,17 +266,51 @@ void paged_kv::attend_heads(int32_t layer, const block_id* table, int32_t pos0, 
     return;
   }
   const int32_t rows = std::max(1, chunk / (n_kv * n_q));
-  const int64_t base = offset(layer, 0), per_block = int64_t{block_size_} * row_;
   for (int32_t r = 0; r < n_rows; r += rows) {
     const int32_t n = std::min(rows, n_rows - r);
-    const float* qr = q + r * q_stride;
-    float* o = out + r * out_stride;
-    if (storage_ == kv_storage::f16)
-      attend_rows(isa_, k16_.data() + base, v16_.data() + base, per_block, hd, block_size_, table, pos0 + r, n,
-                  kv_head0, n_kv, n_q, qr, q_stride, scale, o, out_stride, fp16_inputs);
-    else
-      attend_rows(isa_, k32_.data() + base, v32_.data() + base, per_block, hd, block_size_, table, pos0 + r, n,
-                  kv_head0, n_kv, n_q, qr, q_stride, scale, o, out_stride, fp16_inputs);
+    with_view(layer, table, pos0 + r, n, kv_head0, n_kv, n_q, [&](const auto& w) {
+      attend_rows(w, q + r * q_stride, q_stride, scale, out + r * out_stride, out_stride, fp16_inputs);
+    });
+  }
+}
+
+int32_t paged_kv::split_max_heads() const { return std::min(max_queries, max_q_floats / head_dim_); }
+
+void paged_kv::check_split_heads(int32_t n_q) const {
+  if (n_q < 1 || n_q > split_max_heads())
+    throw std::invalid_argument("score_keys / attend_values take 1.." + std::to_string(split_max_heads()) + " query heads, not " +
+                                std::to_string(n_q));
+}
+
+int32_t paged_kv::score_stride(int32_t positions) const { return positions + score_lanes(isa_, block_size_); }
+
+void paged_kv::score_keys(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
+                          const float* q, int64_t q_stride, float scale, bool fp16_inputs, int32_t j0, int32_t j1, float* s,
+                          int64_t s_stride) const {
+  check_split_heads(n_q);
+  const int32_t rows = std::max(1, std::min(max_queries, max_q_floats / head_dim_) / n_q);
+  for (int32_t r = 0; r < n_rows; r += rows) {
+    const int32_t n = std::min(rows, n_rows - r);
+    with_view(layer, table, pos0 + r, n, kv_head, 1, n_q, [&](const auto& w) {
+      float qr[max_q_floats];
+      gather_queries(w, q + r * q_stride, q_stride, fp16_inputs, qr);
+      score_range(w, qr, scale, j0, j1, s + int64_t{r} * n_q * s_stride, s_stride);
+    });
+  }
+}
+
+void paged_kv::attend_values(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
+                             float* s, int64_t s_stride, bool fp16_inputs, float* out, int64_t out_stride) const {
+  check_split_heads(n_q);
+  const int32_t rows = std::max(1, max_queries / n_q);
+  for (int32_t r = 0; r < n_rows; r += rows) {
+    const int32_t n = std::min(rows, n_rows - r);
+    float* sr = s + int64_t{r} * n_q * s_stride;
+    with_view(layer, table, pos0 + r, n, kv_head, 1, n_q, [&](const auto& w) {
+      for (int32_t x = 0; x < n; ++x)
+        for (int32_t i = 0; i < n_q; ++i) softmax(sr + (int64_t{x} * n_q + i) * s_stride, pos0 + r + x + 1, fp16_inputs);
+      values(w, sr, s_stride, out + r * out_stride, out_stride);
+    });
   }
 }
 

@@ -69,7 +69,29 @@ public:
                     int32_t n_q, const float* q, int64_t q_stride, float scale, float* out, int64_t out_stride,
                     bool fp16_inputs) const;
 
+  /// attend() in two parts, so that one long run's attention spreads over threads: score_keys
+  /// writes the raw scores (q . k times scale) of keys j0 .. j1 - 1 (both multiples of
+  /// block_size, j1 cut at the run's last position) for row r and query head i at s + (r * n_q +
+  /// i) * s_stride + j; the last chunk of keys may write its lanes past the run's last position,
+  /// so rows of score_stride(pos0 + n_rows) floats leave room. Once every key has its score,
+  /// attend_values turns each row of s into its softmax (in place) and writes the result. Together
+  /// they give bit for bit what attend() gives: a score depends on its query and key alone, and
+  /// the rest is attend()'s own code. n_q: 1 .. split_max_heads().
+  void score_keys(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
+                  const float* q, int64_t q_stride, float scale, bool fp16_inputs, int32_t j0, int32_t j1, float* s,
+                  int64_t s_stride) const;
+  void attend_values(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head, int32_t n_q,
+                     float* s, int64_t s_stride, bool fp16_inputs, float* out, int64_t out_stride) const;
+  /// Floats a row of score_keys' scores takes for `positions` keys (room for the last chunk's lanes).
+  int32_t score_stride(int32_t positions) const;
+  int32_t split_max_heads() const;
+
 private:
+  void check_split_heads(int32_t n_q) const;
+  /// f(rows_view) of this layer's storage (paged_kv.cpp).
+  template <class F>
+  void with_view(int32_t layer, const block_id* table, int32_t pos0, int32_t n_rows, int32_t kv_head0, int32_t n_kv, int32_t n_q,
+                 const F& f) const;
   /// Where block b of `layer` starts in k and in v.
   int64_t offset(int32_t layer, block_id b) const {
     return (static_cast<int64_t>(layer) * num_blocks_ + b) * block_size_ * row_;

@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(step_bench_against_and_draft_sequences) {
   model::write_tiny_llama(tiny, model::tiny_config_a());
   const std::string json = temp_file("against.json");
   const std::string args = "step-bench --model " + tiny + " --batches 1,3 --steps 2 --prompt-len 4 --context 20 --threads 2 ";
-  for (const std::string against : {"same", "kv-head-items", "block-size=8"}) {
+  for (const std::string against : {"same", "kv-head-items", "block-size=8", "split-keys=0"}) {
     const run_result r = run_conveyor(args + "--against " + against + " --against-drafts 2 --drafts 3 --draft-seqs 3 --json " + json);
     BOOST_TEST(r.code == 0, r.output);
     BOOST_TEST(r.output.find("against " + against + ": decode steps (2 drafts each)") != std::string::npos, r.output);
@@ -192,10 +192,10 @@ BOOST_AUTO_TEST_CASE(step_bench_against_and_draft_sequences) {
     BOOST_TEST(text.find("\"geo_ratio\"") != std::string::npos);
     BOOST_TEST(text.find("\"seqs\": 3") != std::string::npos, text);
   }
-  for (const std::string bad : {"faster", "block-size=0", "block-size=8x"}) {
+  for (const std::string bad : {"faster", "block-size=0", "block-size=8x", "split-keys=-1"}) {
     const run_result r = run_conveyor(args + "--against " + bad);
     BOOST_TEST(r.code == 2, r.output);
-    BOOST_TEST(r.output.find("expected kv-head-items, block-size=N (N in 1..256) or same") != std::string::npos, r.output);
+    BOOST_TEST(r.output.find("expected kv-head-items, block-size=N (N in 1..256), split-keys=N (N in 0..1048576) or same") != std::string::npos, r.output);
   }
   std::filesystem::remove(json);
   std::filesystem::remove(tiny);

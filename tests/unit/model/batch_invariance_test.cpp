@@ -19,9 +19,13 @@ namespace {
 
 constexpr int32_t kBlocksPerSeq = 16;  // block_size 16 -> 256 positions per sequence
 
-cpu_executor make_executor(const gguf_file& f, cpu_math math, int32_t seqs) {
+cpu_executor make_executor(const gguf_file& f, cpu_math math, int32_t seqs, int32_t split_keys = 1024) {
   cpu_executor_options o;
   o.block_size = 16;
+  if (split_keys != 1024) {  // two threads, so that a lone run's attention is split wherever it runs
+    o.threads = 2;
+    o.attention_split_keys = split_keys;
+  }
   o.num_kv_blocks = seqs * kBlocksPerSeq;
   o.math = math;
   return cpu_executor(f, o);
@@ -58,6 +62,17 @@ void check_invariance(const gguf_file& f, cpu_math math, const std::vector<token
       BOOST_TEST_CONTEXT("chunk " << chunk) {
         std::vector<driven_seq> one{seq_of(prompt, chunk, 0, max_new)};
         run_greedy(ex, one, kBlocksPerSeq, logits_reader(ex));
+        BOOST_TEST(one[0].out == base.out, boost::test_tools::per_element());
+        BOOST_TEST(one[0].logits_hash == base.logits_hash);
+      }
+    }
+    // A lone run's attention split over the threads (cpu_attention_split.cpp) from 16 positions
+    // on: decodes and single-row prompt chunks by ranges of keys, then of dimensions.
+    cpu_executor split = make_executor(f, math, 8, 16);
+    for (int32_t chunk : {1, 7, 0}) {
+      BOOST_TEST_CONTEXT("split attention, chunk " << chunk) {
+        std::vector<driven_seq> one{seq_of(prompt, chunk, 0, max_new)};
+        run_greedy(split, one, kBlocksPerSeq, logits_reader(split));
         BOOST_TEST(one[0].out == base.out, boost::test_tools::per_element());
         BOOST_TEST(one[0].logits_hash == base.logits_hash);
       }

@@ -166,6 +166,46 @@ BOOST_AUTO_TEST_CASE(kv_heads_give_the_same_bits_together_or_alone) {
               }
 }
 
+// attend() in two parts (score_keys over ranges of keys, then attend_values, as one long run
+// spread over threads): the same bits as attend() in one call, whatever the ranges and their
+// order; rows crossing block ends, 1-4 query heads, both storages, fp16 inputs or not.
+BOOST_AUTO_TEST_CASE(scores_by_ranges_of_keys_give_the_same_bits) {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int32_t bs : {16, 5, 32})
+    for (int32_t hd : {64, 40})
+      for (int32_t n_q : {1, 3, 4})
+        for (int32_t n_rows : {1, 6})
+          for (int32_t pos0 : {0, 37, 300})
+            for (kv_storage st : {kv_storage::f32, kv_storage::f16}) {
+              const bool f16 = pos0 != 37;
+              fixture fx(bs, hd, pos0 + n_rows, rng, st, cpu_best_isa(), 2);
+              const int32_t kvh = 1, width = n_q * hd, q_stride = width + 5, out_stride = width + 3, n_max = pos0 + n_rows;
+              std::vector<float> q(static_cast<size_t>(n_rows * q_stride)), whole(static_cast<size_t>(n_rows * out_stride), NAN);
+              for (float& x : q) x = g(rng);
+              fx.kv.attend(1, fx.table.data(), pos0, n_rows, kvh, n_q, q.data(), q_stride, 0.3f, whole.data(), out_stride, f16);
+              const int32_t s_stride = fx.kv.score_stride(n_max);
+              for (int32_t blocks : {1, 3, 1000}) {
+                std::vector<float> s(static_cast<size_t>(n_rows * n_q * s_stride), NAN), parts(whole.size(), NAN);
+                const int32_t ranges = (n_max + blocks * bs - 1) / (blocks * bs);
+                for (int32_t x = ranges - 1; x >= 0; --x)  // the last range first
+                  fx.kv.score_keys(1, fx.table.data(), pos0, n_rows, kvh, n_q, q.data(), q_stride, 0.3f, f16, x * blocks * bs,
+                                   std::min(n_max, (x + 1) * blocks * bs), s.data(), s_stride);
+                fx.kv.attend_values(1, fx.table.data(), pos0, n_rows, kvh, n_q, s.data(), s_stride, f16, parts.data(), out_stride);
+                for (int32_t r = 0; r < n_rows; ++r)
+                  BOOST_TEST(std::memcmp(&whole[static_cast<size_t>(r * out_stride)], &parts[static_cast<size_t>(r * out_stride)],
+                                         sizeof(float) * static_cast<size_t>(width)) == 0,
+                             name(st) << " bs " << bs << " hd " << hd << " n_q " << n_q << " rows " << n_rows << " pos0 " << pos0
+                                      << " blocks " << blocks << " row " << r);
+              }
+            }
+  fixture fx(16, 64, 40, rng, kv_storage::f16);
+  std::vector<float> q(64 * 40), s(1000, 0.0f), out(64 * 40);
+  BOOST_CHECK_THROW(fx.kv.score_keys(0, fx.table.data(), 0, 1, 0, 0, q.data(), 0, 1.0f, false, 0, 16, s.data(), 32), std::invalid_argument);
+  BOOST_CHECK_THROW(fx.kv.attend_values(0, fx.table.data(), 0, 1, 0, fx.kv.split_max_heads() + 1, s.data(), 32, false, out.data(), 0),
+                    std::invalid_argument);
+}
+
 // Several consecutive rows of one sequence in one call (a prompt chunk, a decode with drafts):
 // each row's heads bit for bit those of the row attended alone; rows crossing block ends, more
 // queries than one call takes (split), strided queries and results, both storages, fp16 inputs.
