@@ -1,5 +1,6 @@
-// cpu_executor::attention_split: one or a few long runs of rows (a long decode, a verification)
-// on more threads than their kv heads make items. Their attention goes in two rounds of items:
+// cpu_executor::attention_split: one or a few long runs of rows on more threads than their kv
+// heads make items (in practice a lone decode at 2048 positions or more: on 2 threads its 3 kv
+// heads leave one thread idle for one item in three). Their attention goes in two rounds of items:
 // the scores of ranges of keys (a run, a kv head, a range of whole blocks: over every thread),
 // then softmax and P · V (a run, a kv head), paged_kv::score_keys / attend_values, bit for bit
 // paged_kv::attend. P · V stays whole per kv head: split by 32 dimensions (each item its own
