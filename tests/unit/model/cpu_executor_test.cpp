@@ -142,6 +142,22 @@ BOOST_AUTO_TEST_CASE(kv_pool_too_small_is_a_clear_error) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(negative_attention_split_keys_is_a_clear_error) {
+  const std::string path = testing::temp_path("split.gguf");
+  write_tiny_llama(path, tiny_config_a());
+  auto f = gguf_file::open(path);
+  cpu_executor_options o;
+  o.attention_split_keys = -1;
+  try {
+    cpu_executor ex(f, o);
+    BOOST_FAIL("expected model_error");
+  } catch (const model_error& e) {
+    BOOST_TEST(std::string(e.what()) == "attention_split_keys must be >= 0 (0: never split)", e.what());
+  }
+  o.attention_split_keys = 0;  // never: a valid setting
+  BOOST_CHECK_NO_THROW(cpu_executor(f, o));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 } // namespace conveyor::model
